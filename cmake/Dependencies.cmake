@@ -1,0 +1,13 @@
+# Every dependency is a Debian 12 package installed by scripts/setup.sh; nothing is downloaded.
+find_package(Threads REQUIRED)
+find_package(absl REQUIRED)
+find_package(nlohmann_json REQUIRED)
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(SENTENCEPIECE REQUIRED IMPORTED_TARGET sentencepiece)
+pkg_check_modules(OPENBLAS REQUIRED IMPORTED_TARGET openblas)
+if(MCSERVE_BUILD_TESTS)
+  find_package(GTest REQUIRED)
+endif()
+if(MCSERVE_BUILD_BENCH)
+  find_package(benchmark REQUIRED)
+endif()

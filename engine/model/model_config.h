@@ -1,0 +1,76 @@
+// ModelConfig: the resolved hyperparameters of a model directory's config.json, for every family
+// mcserve runs (fla's linear_attn, gla, delta_net, gated_deltanet; mcserve's swla, titans).
+// Defaults are fla's; legacy keys are accepted (specs/checkpoints.md §1.11). Immutable after load.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace mcserve::engine {
+
+enum class ModelFamily { kLinearAttn, kGla, kDeltaNet, kGatedDeltaNet, kSwla, kTitans };
+
+// fla linear-attention feature maps (config `feature_map`), and GLA/DeltaNet q/k activations.
+enum class FeatureMapType { kIdentity, kElu, kRelu, kHadamard, kHedgehog, kT2R, kDpfp, kSilu };
+
+enum class QkNorm { kNone, kL2, kSum };
+
+struct ModelConfig {
+  ModelFamily family = ModelFamily::kGatedDeltaNet;
+  std::string model_type;  // as written in config.json
+
+  // Shared skeleton.
+  int64_t vocab_size = 32000;
+  int64_t hidden_size = 2048;
+  int64_t num_hidden_layers = 24;
+  int64_t intermediate_size = 0;  // resolved: config value or fla's GatedMLP rule
+  float norm_eps = 1e-6f;
+  bool tie_word_embeddings = false;
+  int64_t bos_token_id = 1;
+  int64_t eos_token_id = 2;
+
+  // Mixer dimensions, resolved per family (fla's formulas).
+  int64_t num_heads = 0;     // q/k heads (linear_attn, gla: q heads)
+  int64_t num_kv_heads = 0;  // linear_attn, gla: k/v heads (= num_heads when absent)
+  int64_t num_v_heads = 0;   // gated_deltanet: value heads (= num_heads when absent); others = v heads
+  int64_t head_k_dim = 0;    // per-head key dim before any feature map
+  int64_t head_v_dim = 0;    // per-head value dim
+  int64_t key_dim = 0;       // q_proj output size = num_heads · head_k_dim
+  int64_t value_dim = 0;     // o_proj input size = (value heads) · head_v_dim
+
+  // Token pipeline.
+  bool use_short_conv = false;
+  int64_t conv_size = 4;
+  bool use_gate = false;           // delta_net/gated_deltanet/swla/titans output gate (g_proj)
+  bool use_output_gate = false;    // gla output gate (g_proj)
+  bool use_beta = true;            // delta_net
+  bool allow_neg_eigval = false;   // delta_net, gated_deltanet: β ← 2β
+  FeatureMapType qk_activation = FeatureMapType::kSilu;  // delta_net
+  QkNorm qk_norm = QkNorm::kL2;                          // delta_net (gated_deltanet, swla, titans: L2)
+
+  // linear_attn.
+  FeatureMapType feature_map = FeatureMapType::kIdentity;  // linear_attn; gla: kIdentity = none
+  bool tie_feature_map_qk = false;
+  bool norm_q = false;
+  bool norm_k = false;
+  bool norm_feature_map = false;  // normalised recurrence (o / (q·z))
+
+  // gla.
+  std::optional<float> clamp_min;
+  int64_t gate_low_rank_dim = 16;
+  float gate_logit_normalizer = 16.0f;
+
+  // titans.
+  int64_t memory_depth = 1;
+};
+
+// Parses config.json text. `source` names the file in error messages.
+// Unknown model_type, missing required keys, wrong types or inconsistent dims → InvalidArgument.
+absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const std::string& source);
+
+// Reads and parses `<dir>/config.json`.
+absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& dir);
+
+}  // namespace mcserve::engine

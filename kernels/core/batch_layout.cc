@@ -1,0 +1,41 @@
+#include "kernels/core/batch_layout.h"
+
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/core/status_macros.h"
+
+namespace mcserve::kernels {
+
+absl::Status ValidateBatchLayout(const BatchLayout& layout, int64_t rows, int64_t num_slots) {
+  if (layout.cu_seqlens == nullptr || layout.slot_ids == nullptr) {
+    return absl::InvalidArgumentError("batch layout needs cu_seqlens and slot_ids");
+  }
+  const Tensor& cu = *layout.cu_seqlens;
+  const Tensor& slots = *layout.slot_ids;
+  if (cu.dtype() != DType::kI32 || slots.dtype() != DType::kI32 || cu.rank() != 1 ||
+      slots.rank() != 1 || cu.dim(0) != slots.dim(0) + 1) {
+    return absl::InvalidArgumentError(absl::StrCat("batch layout: cu_seqlens ", cu.DebugString(),
+                                                   " and slot_ids ", slots.DebugString(),
+                                                   " must be I32 [B+1] and [B]"));
+  }
+  if (cu.device() != Device::kCpu) return absl::OkStatus();  // checked on the device side
+  MCSERVE_ASSIGN_OR_RETURN(std::vector<int32_t> c, cu.ToHostI32());
+  MCSERVE_ASSIGN_OR_RETURN(std::vector<int32_t> s, slots.ToHostI32());
+  if (c.front() != 0 || c.back() != rows) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("batch layout covers rows [", c.front(), ", ", c.back(), ") of ", rows));
+  }
+  std::vector<bool> used(num_slots, false);
+  for (size_t b = 0; b < s.size(); ++b) {
+    if (c[b + 1] < c[b]) return absl::InvalidArgumentError("batch layout: cu_seqlens decreases");
+    if (s[b] < 0 || s[b] >= num_slots) {
+      return absl::InvalidArgumentError(absl::StrCat("batch layout: slot ", s[b], " outside [0, ", num_slots, ")"));
+    }
+    if (used[s[b]]) return absl::InvalidArgumentError(absl::StrCat("batch layout: slot ", s[b], " used twice"));
+    used[s[b]] = true;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace mcserve::kernels

@@ -1,0 +1,181 @@
+#include "kernels/core/tensor.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "kernels/core/tensor_data.h"
+
+namespace mcserve::kernels {
+namespace {
+
+constexpr size_t kAlignment = 64;
+
+absl::Status DeviceUnavailable(Device device) {
+#if defined(MCSERVE_WITH_CUDA)
+  return absl::UnimplementedError(
+      absl::StrCat("tensors on ", DeviceName(device), " are not implemented yet"));
+#else
+  return absl::UnimplementedError("built without CUDA");
+#endif
+}
+
+absl::StatusOr<std::shared_ptr<void>> AllocateHost(int64_t nbytes) {
+  size_t rounded = (static_cast<size_t>(nbytes) + kAlignment - 1) / kAlignment * kAlignment;
+  if (rounded == 0) rounded = kAlignment;
+  void* p = std::aligned_alloc(kAlignment, rounded);
+  if (p == nullptr) {
+    return absl::ResourceExhaustedError(absl::StrCat("cannot allocate ", nbytes, " bytes"));
+  }
+  std::memset(p, 0, rounded);
+  return std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+}
+
+}  // namespace
+
+std::string_view DTypeName(DType t) {
+  switch (t) {
+    case DType::kF32: return "F32";
+    case DType::kF16: return "F16";
+    case DType::kBF16: return "BF16";
+    case DType::kI32: return "I32";
+  }
+  return "?";
+}
+
+std::string_view DeviceName(Device d) { return d == Device::kCpu ? "cpu" : "cuda"; }
+
+int64_t NumElements(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::string ShapeString(const Shape& shape) { return absl::StrCat("[", absl::StrJoin(shape, ", "), "]"); }
+
+void* RawData(const Tensor& t) { return t.data_; }
+
+absl::StatusOr<Tensor> Tensor::Zeros(DType dtype, Shape shape, Device device) {
+  for (int64_t d : shape) {
+    if (d < 0) return absl::InvalidArgumentError(absl::StrCat("negative dimension in ", ShapeString(shape)));
+  }
+  if (device != Device::kCpu) return DeviceUnavailable(device);
+  Tensor t;
+  t.dtype_ = dtype;
+  t.device_ = device;
+  t.shape_ = std::move(shape);
+  auto storage = AllocateHost(t.nbytes());
+  if (!storage.ok()) return storage.status();
+  t.data_ = storage->get();
+  t.owner_ = std::move(*storage);
+  return t;
+}
+
+Tensor Tensor::WrapHost(const void* data, DType dtype, Shape shape, std::shared_ptr<const void> owner) {
+  Tensor t;
+  t.data_ = const_cast<void*>(data);
+  t.dtype_ = dtype;
+  t.device_ = Device::kCpu;
+  t.shape_ = std::move(shape);
+  t.owner_ = std::move(owner);
+  t.read_only_ = true;
+  return t;
+}
+
+absl::StatusOr<Tensor> Tensor::FromHost(std::span<const float> values, Shape shape, Device device) {
+  if (NumElements(shape) != static_cast<int64_t>(values.size())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("FromHost: ", values.size(), " values for shape ", ShapeString(shape)));
+  }
+  auto t = Zeros(DType::kF32, std::move(shape), device);
+  if (!t.ok()) return t.status();
+  if (!values.empty()) std::memcpy(t->data_, values.data(), values.size() * sizeof(float));
+  return t;
+}
+
+absl::StatusOr<Tensor> Tensor::FromHostI32(std::span<const int32_t> values, Shape shape, Device device) {
+  if (NumElements(shape) != static_cast<int64_t>(values.size())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("FromHostI32: ", values.size(), " values for shape ", ShapeString(shape)));
+  }
+  auto t = Zeros(DType::kI32, std::move(shape), device);
+  if (!t.ok()) return t.status();
+  if (!values.empty()) std::memcpy(t->data_, values.data(), values.size() * sizeof(int32_t));
+  return t;
+}
+
+absl::StatusOr<std::vector<float>> Tensor::ToHostF32() const {
+  if (device_ != Device::kCpu) return DeviceUnavailable(device_);
+  std::vector<float> out(numel());
+  switch (dtype_) {
+    case DType::kF32:
+      if (!out.empty()) std::memcpy(out.data(), data_, out.size() * sizeof(float));
+      break;
+    case DType::kBF16: {
+      const auto* p = static_cast<const uint16_t*>(data_);
+      for (size_t i = 0; i < out.size(); ++i) out[i] = Bf16ToF32(p[i]);
+      break;
+    }
+    case DType::kF16: {
+      const auto* p = static_cast<const uint16_t*>(data_);
+      for (size_t i = 0; i < out.size(); ++i) out[i] = F16ToF32(p[i]);
+      break;
+    }
+    case DType::kI32:
+      return absl::InvalidArgumentError(absl::StrCat("ToHostF32 on ", DebugString()));
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<int32_t>> Tensor::ToHostI32() const {
+  if (device_ != Device::kCpu) return DeviceUnavailable(device_);
+  if (dtype_ != DType::kI32) return absl::InvalidArgumentError(absl::StrCat("ToHostI32 on ", DebugString()));
+  std::vector<int32_t> out(numel());
+  if (!out.empty()) std::memcpy(out.data(), data_, out.size() * sizeof(int32_t));
+  return out;
+}
+
+absl::Status Tensor::CopyFromHost(std::span<const float> values) {
+  if (dtype_ != DType::kF32 || read_only_ || static_cast<int64_t>(values.size()) != numel()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("CopyFromHost of ", values.size(), " floats into ", DebugString()));
+  }
+  if (device_ != Device::kCpu) return DeviceUnavailable(device_);
+  if (!values.empty()) std::memcpy(data_, values.data(), values.size() * sizeof(float));
+  return absl::OkStatus();
+}
+
+absl::Status Tensor::CopyFrom(const Tensor& src) {
+  if (src.dtype_ != dtype_ || src.numel() != numel() || src.device_ != device_ || read_only_) {
+    return absl::InvalidArgumentError(absl::StrCat("CopyFrom ", src.DebugString(), " into ", DebugString()));
+  }
+  if (device_ != Device::kCpu) return DeviceUnavailable(device_);
+  if (nbytes() > 0) std::memmove(data_, src.data_, nbytes());
+  return absl::OkStatus();
+}
+
+Tensor Tensor::Rows(int64_t begin, int64_t end) const {
+  Tensor t = *this;
+  int64_t row = shape_.empty() ? 1 : numel() / std::max<int64_t>(shape_[0], 1);
+  t.shape_[0] = end - begin;
+  t.data_ = static_cast<char*>(data_) + begin * row * DTypeSize(dtype_);
+  return t;
+}
+
+absl::StatusOr<Tensor> Tensor::Reshape(Shape shape) const {
+  if (NumElements(shape) != numel()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot reshape ", DebugString(), " to ", ShapeString(shape)));
+  }
+  Tensor t = *this;
+  t.shape_ = std::move(shape);
+  return t;
+}
+
+std::string Tensor::DebugString() const {
+  return absl::StrCat(DTypeName(dtype_), ShapeString(shape_), " on ", DeviceName(device_));
+}
+
+}  // namespace mcserve::kernels

@@ -1,0 +1,72 @@
+// Tensor: a typed, shaped, contiguous (row-major) buffer that records the device it lives on.
+// Code outside kernels/ never touches element data directly: it copies to or from the host
+// explicitly (ToHostF32, FromHost), so the engine is the same on every backend.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "kernels/core/dtype.h"
+
+namespace mcserve::kernels {
+
+using Shape = std::vector<int64_t>;
+
+// Number of elements of a shape (1 for a rank-0 shape).
+int64_t NumElements(const Shape& shape);
+// "[2, 3, 4]"
+std::string ShapeString(const Shape& shape);
+
+class Tensor {
+ public:
+  Tensor() = default;
+
+  // Allocates a zero-filled tensor on `device`.
+  static absl::StatusOr<Tensor> Zeros(DType dtype, Shape shape, Device device);
+  // Wraps read-only host memory (e.g. an mmapped weight) kept alive by `owner`; no copy.
+  static Tensor WrapHost(const void* data, DType dtype, Shape shape, std::shared_ptr<const void> owner);
+  // Copies host floats into a new F32 tensor on `device`.
+  static absl::StatusOr<Tensor> FromHost(std::span<const float> values, Shape shape, Device device);
+  // Copies host ints into a new I32 tensor on `device`.
+  static absl::StatusOr<Tensor> FromHostI32(std::span<const int32_t> values, Shape shape, Device device);
+
+  // Explicit copies to the host; F16/BF16 are widened to float.
+  absl::StatusOr<std::vector<float>> ToHostF32() const;
+  absl::StatusOr<std::vector<int32_t>> ToHostI32() const;
+  // Overwrites this tensor's contents from host floats (F32 tensors only; sizes must match).
+  absl::Status CopyFromHost(std::span<const float> values);
+  // Copies all of `src` (same dtype, numel and device) into this tensor.
+  absl::Status CopyFrom(const Tensor& src);
+
+  // A view of rows [begin, end) of the first dimension; shares storage.
+  Tensor Rows(int64_t begin, int64_t end) const;
+  // A view with a new shape of the same number of elements; shares storage.
+  absl::StatusOr<Tensor> Reshape(Shape shape) const;
+
+  bool defined() const { return data_ != nullptr || NumElements(shape_) == 0; }
+  DType dtype() const { return dtype_; }
+  Device device() const { return device_; }
+  const Shape& shape() const { return shape_; }
+  int rank() const { return static_cast<int>(shape_.size()); }
+  int64_t dim(int i) const { return shape_[i < 0 ? shape_.size() + i : i]; }
+  int64_t numel() const { return NumElements(shape_); }
+  int64_t nbytes() const { return numel() * DTypeSize(dtype_); }
+  bool read_only() const { return read_only_; }
+  // "F32[2, 3] on cpu", for error messages.
+  std::string DebugString() const;
+
+ private:
+  friend void* RawData(const Tensor& t);
+  std::shared_ptr<const void> owner_;  // keeps storage alive
+  void* data_ = nullptr;
+  DType dtype_ = DType::kF32;
+  Device device_ = Device::kCpu;
+  Shape shape_;
+  bool read_only_ = false;
+};
+
+}  // namespace mcserve::kernels

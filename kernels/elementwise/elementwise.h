@@ -1,0 +1,50 @@
+// Element-wise ops: activations, residual add, SwiGLU. Scheduler thread.
+#pragma once
+
+#include "absl/status/status.h"
+#include "kernels/core/context.h"
+#include "kernels/core/tensor.h"
+
+namespace mcserve::kernels {
+
+enum class ActivationKind {
+  kIdentity,
+  kSilu,        // x·sigmoid(x)
+  kSigmoid,     // 1/(1+e^-x)
+  kRelu,        // max(x, 0)
+  kEluPlusOne,  // elu(x) + 1
+};
+
+struct ActivationArgs {
+  ActivationKind kind = ActivationKind::kIdentity;
+  const Tensor* x = nullptr;  // [...] F32
+  float scale = 1.0f;         // out = scale · act(x)   (e.g. 2·sigmoid for allow_neg_eigval)
+  Tensor* out = nullptr;      // same shape as x, F32 (may alias x)
+};
+absl::Status Activation(const Context& ctx, const ActivationArgs& args);
+
+struct AddArgs {
+  const Tensor* a = nullptr;  // [...] F32
+  const Tensor* b = nullptr;  // same shape, F32
+  Tensor* out = nullptr;      // same shape, F32 (may alias a or b)
+};
+// out = a + b
+absl::Status Add(const Context& ctx, const AddArgs& args);
+
+struct SwiGluArgs {
+  const Tensor* gate = nullptr;  // [m, I] F32
+  const Tensor* up = nullptr;    // [m, I] F32
+  Tensor* out = nullptr;         // [m, I] F32 = silu(gate) · up (may alias gate or up)
+};
+absl::Status SwiGlu(const Context& ctx, const SwiGluArgs& args);
+
+namespace internal {
+absl::Status ActivationCpu(const Context& ctx, const ActivationArgs& args);
+absl::Status ActivationCuda(const Context& ctx, const ActivationArgs& args);
+absl::Status AddCpu(const Context& ctx, const AddArgs& args);
+absl::Status AddCuda(const Context& ctx, const AddArgs& args);
+absl::Status SwiGluCpu(const Context& ctx, const SwiGluArgs& args);
+absl::Status SwiGluCuda(const Context& ctx, const SwiGluArgs& args);
+}  // namespace internal
+
+}  // namespace mcserve::kernels

@@ -1,0 +1,25 @@
+// Linear: out = x · wᵀ (+ out when accumulating); the projection, MLP and logits GEMM.
+// CPU: OpenBLAS sgemm for F32 weights, a blocked kernel for BF16/F16 weights. Scheduler thread.
+#pragma once
+
+#include "absl/status/status.h"
+#include "kernels/core/context.h"
+#include "kernels/core/tensor.h"
+
+namespace mcserve::kernels {
+
+struct LinearArgs {
+  const Tensor* x = nullptr;  // [m, in] F32
+  const Tensor* w = nullptr;  // [out, in] F32 | BF16 | F16 (PyTorch nn.Linear layout)
+  Tensor* out = nullptr;      // [m, out] F32
+  bool accumulate = false;    // out += x·wᵀ instead of out = x·wᵀ
+};
+
+absl::Status Linear(const Context& ctx, const LinearArgs& args);
+
+namespace internal {
+absl::Status LinearCpu(const Context& ctx, const LinearArgs& args);
+absl::Status LinearCuda(const Context& ctx, const LinearArgs& args);
+}  // namespace internal
+
+}  // namespace mcserve::kernels

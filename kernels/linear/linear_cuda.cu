@@ -1,0 +1,10 @@
+// CUDA Linear: cuBLAS GEMM lands with the CUDA backend issue; this compiles the op's CUDA entry.
+#include "kernels/linear/linear.h"
+
+namespace mcserve::kernels::internal {
+
+absl::Status LinearCuda(const Context& ctx, const LinearArgs& args) {
+  return absl::UnimplementedError("Linear: CUDA kernel not implemented yet");
+}
+
+}  // namespace mcserve::kernels::internal

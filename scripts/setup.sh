@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package mcserve needs to build, test and benchmark.
+# Idempotent and non-interactive; run as root (or with sudo available) on a fresh machine.
+set -euo pipefail
+
+packages=(
+  # build
+  build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev
+  # C++ dependencies (DESIGN.md §8)
+  libabsl-dev libsentencepiece-dev sentencepiece libopenblas-dev nlohmann-json3-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libcpp-httplib-dev
+  # Python side: reference implementation, fixtures and tests (/usr/bin/python3)
+  python3 python3-torch python3-numpy python3-pytest python3-sentencepiece python3-grpcio
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if [ "${#missing[@]}" -eq 0 ]; then
+  echo "setup: all ${#packages[@]} packages already installed"
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+echo "setup: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -q
+$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
