@@ -1,0 +1,395 @@
+#!/usr/bin/python3
+"""Deterministic generator of the mcserve model fixtures (tests/data/models/<name>/).
+
+    /usr/bin/python3 tests/reference/export_fixtures.py                  # regenerate all fixtures
+    /usr/bin/python3 tests/reference/export_fixtures.py --only gla       # one fixture
+    /usr/bin/python3 tests/reference/export_fixtures.py --out DIR        # write elsewhere
+    /usr/bin/python3 tests/reference/export_fixtures.py --train-tokenizer  # retrain tests/data/tokenizer.model
+    /usr/bin/python3 tests/reference/export_fixtures.py --bench-model DIR [--dtype bf16]
+
+Each fixture directory holds config.json, model.safetensors (or shards + index),
+tokenizer.model, golden.safetensors {prompt_ids I32 [T], logits F32 [T, vocab], greedy_ids I32 [16]}
+and golden.json (same, human readable, plus the prompt text).
+
+Weights are drawn from numpy RandomState (a frozen stream), the reference runs in float64
+with torch using 1 thread, and the seed is searched deterministically until the greedy
+continuation is non-degenerate and has a clear argmax margin at every step.
+"""
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zlib
+
+import numpy as np
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+from mcserve_ref.model import CausalLM  # noqa: E402
+from mcserve_ref import safetensors_io as st  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(HERE))
+DATA = os.path.join(REPO, "tests", "data")
+MODELS = os.path.join(DATA, "models")
+TOKENIZER = os.path.join(DATA, "tokenizer.model")
+CORPUS = "tokenizer_corpus.txt"
+
+PROMPT = "The cat watched 3 gulls from the window sill."
+N_GREEDY = 16
+MIN_MARGIN = 2e-3      # top1 - top2 logit gap required at every greedy step
+MIN_DISTINCT = 6       # distinct tokens required among the greedy ids
+VOCAB = 320
+
+SPM_ARGS = ["--input=" + CORPUS, "--model_prefix=tokenizer", "--model_type=bpe", "--vocab_size=%d" % VOCAB,
+            "--byte_fallback=true", "--character_coverage=1.0", "--num_threads=1", "--random_seed=1234",
+            "--shuffle_input_sentence=false", "--normalization_rule_name=identity",
+            "--remove_extra_whitespaces=false", "--split_digits=true", "--minloglevel=2"]
+
+
+def train_tokenizer():
+    """Retrain tests/data/tokenizer.model from tests/data/tokenizer_corpus.txt (deterministic)."""
+    subprocess.check_call(["/usr/bin/spm_train"] + SPM_ARGS, cwd=DATA)
+    os.remove(os.path.join(DATA, "tokenizer.vocab"))
+
+
+def encode_prompt(text=PROMPT):
+    import sentencepiece as spm
+    sp = spm.SentencePieceProcessor(model_file=TOKENIZER)
+    return [sp.bos_id()] + list(sp.encode(text))
+
+
+# ------------------------------------------------------------------------------- configs
+
+COMMON = dict(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_heads=2, intermediate_size=64,
+              hidden_ratio=4, hidden_act="swish", norm_eps=1e-6, bos_token_id=1, eos_token_id=2,
+              tie_word_embeddings=False, max_position_embeddings=2048, use_cache=True,
+              initializer_range=0.02, fuse_norm=True, fuse_swiglu=True, fuse_cross_entropy=True)
+
+ARCH = {"linear_attn": "LinearAttentionForCausalLM", "gla": "GLAForCausalLM",
+        "delta_net": "DeltaNetForCausalLM", "gated_deltanet": "GatedDeltaNetForCausalLM",
+        "swla": "SWLAForCausalLM", "titans": "TitansForCausalLM"}
+
+
+def cfg(model_type, drop=(), **kw):
+    c = dict(COMMON)
+    c.update(kw)
+    c["model_type"] = model_type
+    c["architectures"] = [ARCH[model_type]]
+    for k in drop:
+        c.pop(k, None)
+    return c
+
+
+# name -> (config, options)
+FIXTURES = {
+    "linear_attn_identity": (cfg("linear_attn", attn_mode="fused_chunk", expand_k=1.0, expand_v=1.0,
+                                 feature_map="identity", tie_feature_map_qk=False, norm_q=False, norm_k=False,
+                                 norm_feature_map=False, num_kv_heads=None, elementwise_affine=True), {}),
+    "linear_attn_elu_norm": (cfg("linear_attn", attn_mode="fused_chunk", expand_k=1.0, expand_v=1.0,
+                                 feature_map="elu", tie_feature_map_qk=False, norm_q=True, norm_k=True,
+                                 norm_feature_map=True, num_kv_heads=None), {}),
+    "linear_attn_hadamard_gqa": (cfg("linear_attn", attn_mode="fused_chunk", expand_k=1.0, expand_v=1.0,
+                                     feature_map="elementwise_product", tie_feature_map_qk=False,
+                                     num_kv_heads=1, norm_q=False, norm_k=False, norm_feature_map=False), {}),
+    "linear_attn_hedgehog": (cfg("linear_attn", attn_mode="fused_chunk", expand_k=1.0, expand_v=1.0,
+                                 feature_map="hedgehog", tie_feature_map_qk=False, norm_feature_map=False), {}),
+    "linear_attn_t2r_tied": (cfg("linear_attn", attn_mode="fused_chunk", expand_k=1.0, expand_v=1.0,
+                                 feature_map="t2r", tie_feature_map_qk=True, norm_feature_map=False,
+                                 tie_word_embeddings=True), {}),
+    "linear_attn_dpfp": (cfg("linear_attn", attn_mode="fused_chunk", expand_k=0.5, expand_v=1.0,
+                             feature_map="dpfp", norm_feature_map=True), {}),
+    # gla with fla defaults: keys absent -> expand_k 0.5, expand_v 1, no conv, output gate, fuse_norm
+    "gla": (cfg("gla", drop=("fuse_norm",)), {}),
+    "gla_conv_tied": (cfg("gla", drop=("norm_eps",), rms_norm_eps=1e-5, attn_mode="chunk", expand_k=1.0,
+                          expand_v=1.0, use_short_conv=True, conv_size=4, use_output_gate=True,
+                          clamp_min=-0.06, tie_word_embeddings=True, feature_map=None), {"gk_bias": -1.5}),
+    "gla_nogate": (cfg("gla", attn_mode="chunk", expand_k=1.0, expand_v=1.0, num_kv_heads=1,
+                       use_short_conv=False, use_output_gate=False, feature_map="relu", clamp_min=None), {}),
+    "delta_net": (cfg("delta_net", attn_mode="chunk", expand_k=1.0, expand_v=1.0), {}),
+    "delta_net_variants": (cfg("delta_net", attn_mode="chunk", expand_k=1.0, expand_v=1.0, use_gate=True,
+                               qk_activation="elu", qk_norm="sum", use_short_conv=False, allow_neg_eigval=True,
+                               use_beta=False, conv_size=4), {}),
+    "gated_deltanet": (cfg("gated_deltanet", attn_mode="chunk", head_dim=16, expand_v=1.0, num_v_heads=None,
+                           use_gate=True, use_short_conv=True, conv_size=4, allow_neg_eigval=False),
+                       {"legacy_D": True}),
+    "gated_deltanet_gva_bf16": (cfg("gated_deltanet", drop=("intermediate_size",), hidden_ratio=2,
+                                    attn_mode="chunk", head_dim=16, expand_v=1.0, num_v_heads=4, use_gate=False,
+                                    use_short_conv=True, conv_size=4, allow_neg_eigval=True,
+                                    torch_dtype="bfloat16"), {"dtype": "BF16"}),
+    "gated_deltanet_sharded": (cfg("gated_deltanet", attn_mode="chunk", head_dim=16, expand_v=1.0,
+                                   use_gate=True, use_short_conv=False, conv_size=4), {"shards": 2}),
+    "swla": (cfg("swla", head_dim=16, expand_v=1.0, use_short_conv=True, conv_size=4, use_gate=True), {}),
+    "titans": (cfg("titans", head_dim=16, expand_v=1.0, use_short_conv=True, conv_size=4, use_gate=False,
+                   memory_depth=1), {}),
+}
+
+
+# ------------------------------------------------------------------------------- parameters
+
+def param_specs(c):
+    """Ordered list of (name, shape, init-kind) for a resolved-enough config (fla names)."""
+    from mcserve_ref.model import resolve_config
+    r = resolve_config(c)
+    H, V, I = r["hidden_size"], r["vocab_size"], r["intermediate_size"]
+    mt = r["model_type"]
+    specs = [("model.embeddings.weight", (V, H), "emb")]
+    for i in range(r["num_hidden_layers"]):
+        p = "model.layers.%d." % i
+        a = p + "attn."
+        specs.append((p + "attn_norm.weight", (H,), "norm"))
+        if mt in ("linear_attn", "gla"):
+            nh = r["num_heads"]
+            g = nh // (r["num_kv_heads"] or nh)
+            kd, vd = int(H * r["expand_k"]), int(H * r["expand_v"])
+            dk, dv = kd // nh, vd // nh
+            specs += [(a + "q_proj.weight", (kd, H), "lin"), (a + "k_proj.weight", (kd // g, H), "lin"),
+                      (a + "v_proj.weight", (vd // g, H), "lin")]
+            if mt == "linear_attn":
+                fm = r["feature_map"]
+                sides = ["q"] if r["tie_feature_map_qk"] else ["q", "k"]
+                for s in sides:
+                    f = a + "feature_map_%s." % s
+                    if fm == "hedgehog":
+                        specs += [(f + "layer.weight", (dk, dk), "hedgehog"), (f + "layer.bias", (dk,), "bias")]
+                    elif fm == "t2r":
+                        specs += [(f + "layer.weight", (dk, dk), "lin")]
+                    elif fm == "elementwise_product":
+                        specs += [(f + "layer1.weight", (dk, dk), "lin"), (f + "layer1.bias", (dk,), "bias"),
+                                  (f + "layer2.weight", (dk, dk), "lin"), (f + "layer2.bias", (dk,), "bias")]
+                specs += [(a + "norm.weight", (dv,), "norm"), (a + "o_proj.weight", (H, vd), "out")]
+            else:
+                if r["use_output_gate"]:
+                    specs.append((a + "g_proj.weight", (vd, H), "lin"))
+                if r["use_short_conv"]:
+                    W = r["conv_size"]
+                    specs += [(a + "q_conv1d.weight", (kd, 1, W), "conv"), (a + "k_conv1d.weight", (kd // g, 1, W), "conv"),
+                              (a + "v_conv1d.weight", (vd // g, 1, W), "conv")]
+                specs += [(a + "gk_proj.0.weight", (16, H), "lin"), (a + "gk_proj.1.weight", (kd // g, 16), "lin"),
+                          (a + "gk_proj.1.bias", (kd // g,), "gk_bias")]
+                fused = r["use_output_gate"] and r["hidden_act"] == "swish" and r["fuse_norm"]
+                specs += [(a + ("g_norm_swish_gate.weight" if fused else "g_norm.weight"), (dv,), "norm"),
+                          (a + "o_proj.weight", (H, vd), "out")]
+        elif mt == "delta_net":
+            nh = r["num_heads"]
+            kd, vd = int(H * r["expand_k"]), int(H * r["expand_v"])
+            dv = vd // nh
+            specs += [(a + "q_proj.weight", (kd, H), "lin"), (a + "k_proj.weight", (kd, H), "lin"),
+                      (a + "v_proj.weight", (vd, H), "lin")]
+            if r["use_beta"]:
+                specs.append((a + "b_proj.weight", (nh, H), "lin"))
+            if r["use_short_conv"]:
+                W = r["conv_size"]
+                specs += [(a + "q_conv1d.weight", (kd, 1, W), "conv"), (a + "k_conv1d.weight", (kd, 1, W), "conv"),
+                          (a + "v_conv1d.weight", (vd, 1, W), "conv")]
+            if r["use_gate"]:
+                specs.append((a + "g_proj.weight", (vd, H), "lin"))
+            specs += [(a + "o_norm.weight", (dv,), "norm"), (a + "o_proj.weight", (H, vd), "out")]
+        else:  # gated_deltanet, swla, titans
+            nh = r["num_heads"]
+            nv = (r.get("num_v_heads") or nh) if mt == "gated_deltanet" else nh
+            dk = r["head_dim"]
+            dv = int(dk * r["expand_v"])
+            kd, vd = nh * dk, nv * dv
+            specs += [(a + "q_proj.weight", (kd, H), "lin"), (a + "k_proj.weight", (kd, H), "lin"),
+                      (a + "v_proj.weight", (vd, H), "lin")]
+            if mt == "gated_deltanet":
+                specs += [(a + "a_proj.weight", (nv, H), "lin"), (a + "b_proj.weight", (nv, H), "lin"),
+                          (a + "A_log", (nv,), "A_log"), (a + "dt_bias", (nv,), "dt_bias")]
+            elif mt == "swla":
+                specs += [(a + "a_proj.weight", (nh, H), "lin"), (a + "b_proj.weight", (nh, H), "lin"),
+                          (a + "l_proj.weight", (nh, H), "lin"),
+                          (a + "A_log", (nh,), "A_log"), (a + "dt_bias", (nh,), "dt_bias")]
+            else:
+                specs += [(a + "a_proj.weight", (nh, H), "retain"), (a + "m_proj.weight", (nh, H), "lin"),
+                          (a + "b_proj.weight", (nh, H), "lin")]
+            if r["use_short_conv"]:
+                W = r["conv_size"]
+                specs += [(a + "q_conv1d.weight", (kd, 1, W), "conv"), (a + "k_conv1d.weight", (kd, 1, W), "conv"),
+                          (a + "v_conv1d.weight", (vd, 1, W), "conv")]
+            if r["use_gate"]:
+                specs.append((a + "g_proj.weight", (vd, H), "lin"))
+            specs += [(a + "o_norm.weight", (dv,), "norm"), (a + "o_proj.weight", (H, vd), "out")]
+        specs += [(p + "mlp_norm.weight", (H,), "norm"), (p + "mlp.gate_proj.weight", (I, H), "lin"),
+                  (p + "mlp.up_proj.weight", (I, H), "lin"), (p + "mlp.down_proj.weight", (H, I), "out")]
+    # tied heads: a random-sign final norm weight breaks the "repeat the input token" attractor
+    specs.append(("model.norm.weight", (H,), "signed_norm" if r["tie_word_embeddings"] else "norm"))
+    if not r["tie_word_embeddings"]:
+        specs.append(("lm_head.weight", (V, H), "head"))
+    return specs
+
+
+def init_params(specs, rng, opts):
+    out = {}
+    for name, shape, kind in specs:
+        if kind == "emb" or kind == "head":
+            a = rng.normal(0.0, 0.5, shape)
+        elif kind == "norm":
+            a = 1.0 + 0.1 * rng.normal(0.0, 1.0, shape)
+        elif kind == "signed_norm":
+            a = rng.normal(0.0, 1.5, shape)
+        elif kind in ("lin", "retain"):
+            a = rng.normal(0.0, 1.0, shape) / np.sqrt(shape[-1])
+            if kind == "retain":  # titans a_proj: keep retention sigmoid(a x) mostly close to 1
+                a = a * 0.5
+        elif kind == "out":
+            a = rng.normal(0.0, 0.8, shape) / np.sqrt(shape[-1])
+        elif kind == "conv":
+            a = rng.normal(0.0, 0.5, shape)
+        elif kind == "bias":
+            a = rng.normal(0.0, 0.1, shape)
+        elif kind == "gk_bias":
+            a = opts.get("gk_bias", 0.0) + rng.normal(0.0, 1.0, shape)
+        elif kind == "hedgehog":
+            a = np.eye(shape[0]) + rng.normal(0.0, 0.3, shape) / np.sqrt(shape[-1])
+        elif kind == "A_log":
+            a = np.log(rng.uniform(0.5, 4.0, shape))
+        elif kind == "dt_bias":
+            a = rng.uniform(-2.0, 0.5, shape)
+        else:
+            raise ValueError(kind)
+        out[name] = np.asarray(a, dtype=np.float32).reshape(shape)
+    return out
+
+
+def to_tensors(params, dtype):
+    return {n: st.make_tensor(a, dtype) for n, a in params.items()}
+
+
+# ------------------------------------------------------------------------------- export
+
+def _evaluate(config, tensors, prompt_ids):
+    m = CausalLM(config, tensors, dtype=torch.float64, strict=True)
+    logits = m.forward(prompt_ids)
+    greedy, steps = m.greedy(prompt_ids, N_GREEDY, return_logits=True)
+    margins = []
+    for lg in steps:
+        top2 = torch.topk(lg, 2).values
+        margins.append(float(top2[0] - top2[1]))
+    return logits, greedy, margins
+
+
+def _acceptable(logits, greedy, margins):
+    if not torch.isfinite(logits).all() or float(logits.abs().max()) > 60:
+        return False
+    if len(set(greedy)) < MIN_DISTINCT or any(t in (0, 1, 2) for t in greedy):
+        return False
+    return min(margins) >= MIN_MARGIN
+
+
+def build_fixture(name, out_root=MODELS):
+    config, opts = FIXTURES[name]
+    config = dict(config)
+    dtype = opts.get("dtype", "F32")
+    prompt_ids = encode_prompt()
+    base = zlib.crc32(name.encode())
+    for attempt in range(200):
+        seed = (base + 7919 * attempt) % (2 ** 31)
+        rng = np.random.RandomState(seed)
+        params = init_params(param_specs(config), rng, opts)
+        tensors = to_tensors(params, dtype)
+        if opts.get("legacy_D"):
+            nh = config["num_heads"]
+            for i in range(config["num_hidden_layers"]):
+                tensors["model.layers.%d.attn.D" % i] = st.make_tensor(np.ones(nh, np.float32), dtype)
+        logits, greedy, margins = _evaluate(config, tensors, prompt_ids)
+        if _acceptable(logits, greedy, margins):
+            break
+    else:
+        raise RuntimeError("%s: no acceptable seed found" % name)
+
+    d = os.path.join(out_root, name)
+    if os.path.isdir(d):
+        shutil.rmtree(d)
+    os.makedirs(d)
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(config, f, indent=2, sort_keys=True)
+        f.write("\n")
+    if opts.get("shards"):
+        st.save_sharded(tensors, d, opts["shards"])
+    else:
+        st.save_file(tensors, os.path.join(d, "model.safetensors"))
+    shutil.copyfile(TOKENIZER, os.path.join(d, "tokenizer.model"))
+    st.save_file({
+        "prompt_ids": st.make_tensor(np.array(prompt_ids, np.int32), "I32"),
+        "logits": st.make_tensor(logits.numpy().astype(np.float32), "F32"),
+        "greedy_ids": st.make_tensor(np.array(greedy, np.int32), "I32"),
+    }, os.path.join(d, "golden.safetensors"))
+    golden = {
+        "fixture": name,
+        "model_type": config["model_type"],
+        "prompt": PROMPT,
+        "prompt_ids": prompt_ids,
+        "greedy_ids": greedy,
+        "n_greedy": N_GREEDY,
+        "greedy_rule": "argmax of the last logits, fed back one token at a time; no EOS stop",
+        "weights_dtype": dtype,
+        "reference_dtype": "float64 (weights as stored, upcast exactly); logits stored as F32",
+        "seed": seed,
+        "min_greedy_margin": round(min(margins), 6),
+    }
+    with open(os.path.join(d, "golden.json"), "w") as f:
+        json.dump(golden, f, indent=2)
+        f.write("\n")
+    return d
+
+
+def export_bench_model(d, dtype="f32", seed=20240601):
+    """~10M-parameter gated_deltanet (hidden 256, 9 layers, 4 heads x 64, expand_v 1, vocab 4096)."""
+    dtype = {"f32": "F32", "F32": "F32", "bf16": "BF16", "BF16": "BF16"}[dtype]
+    config = cfg("gated_deltanet", drop=("intermediate_size",), vocab_size=4096, hidden_size=256,
+                 num_hidden_layers=9, num_heads=4, head_dim=64, expand_v=1.0, num_v_heads=None,
+                 use_gate=True, use_short_conv=True, conv_size=4, allow_neg_eigval=False, attn_mode="chunk",
+                 torch_dtype="bfloat16" if dtype == "BF16" else "float32")
+    rng = np.random.RandomState(seed)
+    params = init_params(param_specs(config), rng, {})
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(config, f, indent=2, sort_keys=True)
+        f.write("\n")
+    st.save_file(to_tensors(params, dtype), os.path.join(d, "model.safetensors"))
+    shutil.copyfile(TOKENIZER, os.path.join(d, "tokenizer.model"))
+    n = sum(int(np.prod(a.shape)) for a in params.values())
+    return d, n
+
+
+def _sha(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()[:16]
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--only", nargs="*", help="fixture names (default: all)")
+    ap.add_argument("--out", default=MODELS, help="output root (default tests/data/models)")
+    ap.add_argument("--train-tokenizer", action="store_true")
+    ap.add_argument("--bench-model", metavar="DIR")
+    ap.add_argument("--dtype", default="f32", choices=["f32", "bf16"])
+    ap.add_argument("--list", action="store_true")
+    a = ap.parse_args(argv)
+    torch.set_num_threads(1)
+    if a.list:
+        print("\n".join(FIXTURES))
+        return
+    if a.train_tokenizer:
+        train_tokenizer()
+        print("tokenizer.model", _sha(TOKENIZER))
+        return
+    if a.bench_model:
+        d, n = export_bench_model(a.bench_model, a.dtype)
+        print("%s: %d parameters (%s)" % (d, n, a.dtype))
+        return
+    names = a.only or list(FIXTURES)
+    for n in names:
+        d = build_fixture(n, a.out)
+        size = sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d))
+        print("%-26s %7d bytes  seed-search ok" % (n, size))
+
+
+if __name__ == "__main__":
+    main()
