@@ -13,9 +13,10 @@ enum class FeatureMapKind {
   kElu,                 // elu(x) + 1
   kRelu,                // relu(x)
   kHadamard,            // fla "elementwise_product": (W1 x + b1) ⊙ (W2 x + b2)
-  kHedgehog,            // softmax over [W x, −W x] (fla HedgehogFeatureMap), out dim 2·d
-  kT2R,                 // relu(W x + b)
-  kDpfp,                // fla DPFPFeatureMap, ν = 4, out dim 2·ν·d
+  kHedgehog,            // softmax over [2y, −2y], y = W x + b (fla HedgehogFeatureMap), out dim 2·d
+  kT2R,                 // relu(W x (+ b)); fla's T2RFeatureMap has no bias (bias=False)
+  kDpfp,                // fla DPFPFeatureMap, ν = 4, out dim 2·ν·d: p = [relu(x), relu(−x)],
+                        // out[(j−1)·2d + i] = p[i]·p[(i−j) mod 2d] for j = 1..ν
 };
 
 // Output feature dimension of `kind` for an input head dim `d`.

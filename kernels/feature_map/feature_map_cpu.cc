@@ -1,0 +1,94 @@
+// CPU FeatureMap: threads over (token, head) rows; each row is computed into a scratch buffer, so
+// same-shape maps may run in place.
+#include <cstring>
+#include <vector>
+
+#include "kernels/core/tensor_data.h"
+#include "kernels/cpu/thread_pool.h"
+#include "kernels/feature_map/feature_map.h"
+#include "kernels/feature_map/feature_map_math.h"
+
+namespace mcserve::kernels::internal {
+namespace {
+
+// Widens a F32/BF16/F16 tensor to floats; empty for null.
+std::vector<float> ToFloat(const Tensor* t) {
+  std::vector<float> out;
+  if (t == nullptr) return out;
+  out.resize(t->numel());
+  if (t->dtype() == DType::kF32) {
+    std::memcpy(out.data(), Data<float>(*t), out.size() * sizeof(float));
+    return out;
+  }
+  const uint16_t* p = Data<uint16_t>(*t);
+  const bool bf16 = t->dtype() == DType::kBF16;
+  for (size_t i = 0; i < out.size(); ++i) out[i] = bf16 ? Bf16ToF32(p[i]) : F16ToF32(p[i]);
+  return out;
+}
+
+// [n, n] nn.Linear weight -> transposed floats [n (in), n (out)].
+std::vector<float> TransposedWeight(const Tensor* w, int n) {
+  std::vector<float> raw = ToFloat(w), t(raw.size());
+  for (int i = 0; i < n; ++i) {
+    for (int j = 0; j < n; ++j) t[static_cast<size_t>(j) * n + i] = raw[static_cast<size_t>(i) * n + j];
+  }
+  return t;
+}
+
+}  // namespace
+
+absl::Status FeatureMapCpu(const Context& ctx, const FeatureMapArgs& args) {
+  const Tensor& x = *args.x;
+  const int d = static_cast<int>(x.dim(2));
+  const int64_t rows = x.dim(0) * x.dim(1);
+  const int out_dim = static_cast<int>(FeatureMapOutDim(args.kind, d));
+  if (rows == 0 || d == 0) return absl::OkStatus();
+  const FeatureMapKind kind = args.kind;
+  const bool layer1 = kind == FeatureMapKind::kHadamard || kind == FeatureMapKind::kHedgehog ||
+                      kind == FeatureMapKind::kT2R;
+  const std::vector<float> w1 = layer1 ? TransposedWeight(args.w1, d) : std::vector<float>();
+  const std::vector<float> w2 = kind == FeatureMapKind::kHadamard ? TransposedWeight(args.w2, d) : std::vector<float>();
+  const std::vector<float> b1 = ToFloat(args.b1), b2 = ToFloat(args.b2);
+  const float* b1p = b1.empty() ? nullptr : b1.data();
+  const float* b2p = b2.empty() ? nullptr : b2.data();
+  const float* xd = Data<float>(x);
+  float* od = Data<float>(*args.out);
+
+  cpu::ParallelFor(ctx.pool, rows, [&](int64_t begin, int64_t end) {
+    std::vector<float> y1(d), y2(d), row(out_dim);
+    for (int64_t r = begin; r < end; ++r) {
+      const float* xr = xd + r * d;
+      switch (kind) {
+        case FeatureMapKind::kIdentity:
+          for (int i = 0; i < d; ++i) row[i] = xr[i];
+          break;
+        case FeatureMapKind::kElu:
+          for (int i = 0; i < d; ++i) row[i] = FeatureMapElu(xr[i]);
+          break;
+        case FeatureMapKind::kRelu:
+          for (int i = 0; i < d; ++i) row[i] = FeatureMapRelu(xr[i]);
+          break;
+        case FeatureMapKind::kHadamard:
+          FeatureMapAffineT(w1.data(), b1p, xr, d, d, y1.data());
+          FeatureMapAffineT(w2.data(), b2p, xr, d, d, y2.data());
+          for (int i = 0; i < d; ++i) row[i] = y1[i] * y2[i];
+          break;
+        case FeatureMapKind::kHedgehog:
+          FeatureMapAffineT(w1.data(), b1p, xr, d, d, y1.data());
+          HedgehogFromAffine(y1.data(), d, row.data());
+          break;
+        case FeatureMapKind::kT2R:
+          FeatureMapAffineT(w1.data(), b1p, xr, d, d, y1.data());
+          for (int i = 0; i < d; ++i) row[i] = FeatureMapRelu(y1[i]);
+          break;
+        case FeatureMapKind::kDpfp:
+          DpfpRow(xr, d, row.data());
+          break;
+      }
+      std::memcpy(od + r * out_dim, row.data(), out_dim * sizeof(float));
+    }
+  });
+  return absl::OkStatus();
+}
+
+}  // namespace mcserve::kernels::internal

@@ -1,0 +1,72 @@
+// FeatureMap per-row math shared by the CPU and CUDA backends (plain C++, nvcc-compatible).
+// Definitions follow fla/modules/feature_map.py and fla/layers/linear_attn.py.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/core/hd.h"
+
+namespace mcserve::kernels {
+
+// ν of fla's DPFPFeatureMap as the linear_attn layer builds it.
+inline constexpr int kDpfpNu = 4;
+
+// fla "elu": elu(x) + 1.
+MCSERVE_HD float FeatureMapElu(float x) { return x > 0.0f ? x + 1.0f : expf(x); }
+
+// fla "relu".
+MCSERVE_HD float FeatureMapRelu(float x) { return x > 0.0f ? x : 0.0f; }
+
+// y = W x (+ b) for one row: w [n, d] (row-major, nn.Linear layout), x [d], b [n] or null, y [n].
+MCSERVE_HD void FeatureMapAffine(const float* w, const float* b, const float* x, int n, int d, float* y) {
+  for (int i = 0; i < n; ++i) {
+    const float* wi = w + static_cast<int64_t>(i) * d;
+    float acc = 0.0f;
+    for (int j = 0; j < d; ++j) acc += wi[j] * x[j];
+    y[i] = acc + (b != nullptr ? b[i] : 0.0f);
+  }
+}
+
+// The same affine map with the weight transposed, wt [d, n]: the inner loop runs over contiguous
+// outputs, so it vectorises on the CPU without reassociating sums.
+MCSERVE_HD void FeatureMapAffineT(const float* wt, const float* b, const float* x, int n, int d, float* y) {
+  for (int i = 0; i < n; ++i) y[i] = b != nullptr ? b[i] : 0.0f;
+  for (int j = 0; j < d; ++j) {
+    const float* wj = wt + static_cast<int64_t>(j) * n;
+    const float xj = x[j];
+    for (int i = 0; i < n; ++i) y[i] += wj[i] * xj;
+  }
+}
+
+// Hedgehog given y = W x + b [d]: out [2d] = softmax([2y, −2y]).
+MCSERVE_HD void HedgehogFromAffine(const float* y, int d, float* out) {
+  float m = 0.0f;
+  for (int i = 0; i < d; ++i) m = fmaxf(m, fabsf(2.0f * y[i]));
+  float sum = 0.0f;
+  for (int i = 0; i < d; ++i) {
+    out[i] = expf(2.0f * y[i] - m);
+    out[d + i] = expf(-2.0f * y[i] - m);
+    sum += out[i] + out[d + i];
+  }
+  const float inv = 1.0f / sum;
+  for (int i = 0; i < 2 * d; ++i) out[i] *= inv;
+}
+
+// DPFP: with p = [relu(x), relu(−x)] (2d), out [2·ν·d] is, for j = 1..ν and i < 2d,
+// out[(j−1)·2d + i] = p[i] · p[(i − j) mod 2d]   (fla: cat(p·ν) ⊙ cat(roll(p, j) for j = 1..ν)).
+MCSERVE_HD void DpfpRow(const float* x, int d, float* out) {
+  const int n = 2 * d;
+  for (int j = 1; j <= kDpfpNu; ++j) {
+    float* o = out + static_cast<int64_t>(j - 1) * n;
+    for (int i = 0; i < n; ++i) {
+      int r = (i - j) % n;
+      if (r < 0) r += n;
+      const float pi = i < d ? FeatureMapRelu(x[i]) : FeatureMapRelu(-x[i - d]);
+      const float pr = r < d ? FeatureMapRelu(x[r]) : FeatureMapRelu(-x[r - d]);
+      o[i] = pi * pr;
+    }
+  }
+}
+
+}  // namespace mcserve::kernels
