@@ -1,0 +1,393 @@
+#include "engine/model/model_config.h"
+
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <sstream>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "kernels/core/status_macros.h"
+#include "nlohmann/json.hpp"
+
+namespace mcserve::engine {
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kSupportedTypes = "linear_attn, gla, delta_net, gated_deltanet, swla, titans";
+
+// Typed access to config.json keys; every error names the key and the file.
+class ConfigReader {
+ public:
+  ConfigReader(const json& j, const std::string& source) : j_(j), source_(source) {}
+
+  bool Has(const char* key) const { return j_.contains(key); }
+  // Present and not null.
+  bool HasValue(const char* key) const { return j_.contains(key) && !j_.at(key).is_null(); }
+
+  absl::Status Error(absl::string_view problem) const {
+    return absl::InvalidArgumentError(absl::StrCat(source_, ": ", problem));
+  }
+  absl::Status TypeError(const char* key, const char* want) const {
+    return Error(absl::StrCat("\"", key, "\" must be ", want, ", got ", j_.at(key).type_name(), " ",
+                              j_.at(key).dump()));
+  }
+
+  // An integer; absent → `def`. null is an error unless `null_is_default`.
+  absl::StatusOr<int64_t> Int(const char* key, int64_t def, bool null_is_default = false) const {
+    if (!Has(key)) return def;
+    const json& v = j_.at(key);
+    if (v.is_null() && null_is_default) return def;
+    if (v.is_number_integer()) {
+      if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+        return TypeError(key, "an integer that fits in 64 bits");
+      }
+      return v.get<int64_t>();
+    }
+    return TypeError(key, "an integer");
+  }
+  // A number (integers accepted); absent → `def`; null → `def` only if `null_is_default`.
+  absl::StatusOr<double> Float(const char* key, double def, bool null_is_default = false) const {
+    if (!Has(key)) return def;
+    const json& v = j_.at(key);
+    if (v.is_null() && null_is_default) return def;
+    if (!v.is_number()) return TypeError(key, "a number");
+    double d = v.get<double>();
+    if (!std::isfinite(d)) return TypeError(key, "a finite number");
+    return d;
+  }
+  absl::StatusOr<bool> Bool(const char* key, bool def) const {
+    if (!Has(key)) return def;
+    const json& v = j_.at(key);
+    if (!v.is_boolean()) return TypeError(key, "true or false");
+    return v.get<bool>();
+  }
+  // A string, or nullopt when absent or null.
+  absl::StatusOr<std::optional<std::string>> OptString(const char* key) const {
+    if (!HasValue(key)) return std::nullopt;
+    const json& v = j_.at(key);
+    if (!v.is_string()) return TypeError(key, "a string");
+    return v.get<std::string>();
+  }
+  // A token id: an integer, null (→ def), or a non-empty list of integers (→ the first).
+  absl::StatusOr<int64_t> TokenId(const char* key, int64_t def) const {
+    if (!HasValue(key)) return def;
+    const json& v = j_.at(key);
+    if (v.is_array() && !v.empty() && v[0].is_number_integer()) return v[0].get<int64_t>();
+    if (v.is_number_integer()) return v.get<int64_t>();
+    return TypeError(key, "an integer token id");
+  }
+  absl::Status Positive(const char* key, double value) const {
+    if (value > 0) return absl::OkStatus();
+    return Error(absl::StrCat("\"", key, "\" must be positive, got ", value));
+  }
+
+ private:
+  const json& j_;
+  const std::string& source_;
+};
+
+absl::StatusOr<ModelFamily> FamilyOf(const std::string& type, const ConfigReader& r) {
+  if (type == "linear_attn") return ModelFamily::kLinearAttn;
+  if (type == "gla") return ModelFamily::kGla;
+  if (type == "delta_net") return ModelFamily::kDeltaNet;
+  if (type == "gated_deltanet") return ModelFamily::kGatedDeltaNet;
+  if (type == "swla") return ModelFamily::kSwla;
+  if (type == "titans") return ModelFamily::kTitans;
+  return r.Error(absl::StrCat("unsupported model_type \"", type, "\" (supported: ", kSupportedTypes, ")"));
+}
+
+// Python's int(a · b) for a positive product.
+int64_t IntProduct(int64_t a, double b) { return static_cast<int64_t>(static_cast<double>(a) * b); }
+
+absl::Status ReadShared(const ConfigReader& r, ModelConfig& c) {
+  const int64_t default_layers = c.family == ModelFamily::kGatedDeltaNet ? 21 : 24;
+  MCSERVE_ASSIGN_OR_RETURN(c.vocab_size, r.Int("vocab_size", 32000));
+  MCSERVE_ASSIGN_OR_RETURN(c.hidden_size, r.Int("hidden_size", 2048));
+  MCSERVE_ASSIGN_OR_RETURN(c.num_hidden_layers, r.Int("num_hidden_layers", default_layers));
+  MCSERVE_RETURN_IF_ERROR(r.Positive("vocab_size", c.vocab_size));
+  MCSERVE_RETURN_IF_ERROR(r.Positive("hidden_size", c.hidden_size));
+  MCSERVE_RETURN_IF_ERROR(r.Positive("num_hidden_layers", c.num_hidden_layers));
+
+  MCSERVE_ASSIGN_OR_RETURN(double hidden_ratio, r.Float("hidden_ratio", 4.0, /*null_is_default=*/true));
+  MCSERVE_RETURN_IF_ERROR(r.Positive("hidden_ratio", hidden_ratio));
+  if (r.HasValue("intermediate_size")) {
+    MCSERVE_ASSIGN_OR_RETURN(c.intermediate_size, r.Int("intermediate_size", 0));
+    MCSERVE_RETURN_IF_ERROR(r.Positive("intermediate_size", c.intermediate_size));
+  } else {
+    // fla GatedMLP: int(H · hidden_ratio · 2 / 3), rounded up to a multiple of 256.
+    const int64_t raw = static_cast<int64_t>(static_cast<double>(c.hidden_size) * hidden_ratio * 2 / 3);
+    c.intermediate_size = 256 * ((raw + 255) / 256);
+    MCSERVE_RETURN_IF_ERROR(r.Positive("intermediate_size (from hidden_ratio)", c.intermediate_size));
+  }
+
+  // norm_eps, else the legacy rms_norm_eps.
+  const char* eps_key = r.HasValue("norm_eps") || !r.HasValue("rms_norm_eps") ? "norm_eps" : "rms_norm_eps";
+  MCSERVE_ASSIGN_OR_RETURN(double eps, r.Float(eps_key, 1e-6));
+  MCSERVE_RETURN_IF_ERROR(r.Positive(eps_key, eps));
+  c.norm_eps = static_cast<float>(eps);
+
+  MCSERVE_ASSIGN_OR_RETURN(c.tie_word_embeddings, r.Bool("tie_word_embeddings", false));
+  MCSERVE_ASSIGN_OR_RETURN(c.bos_token_id, r.TokenId("bos_token_id", 1));
+  MCSERVE_ASSIGN_OR_RETURN(c.eos_token_id, r.TokenId("eos_token_id", 2));
+  for (auto [key, id] : {std::pair{"bos_token_id", c.bos_token_id}, std::pair{"eos_token_id", c.eos_token_id}}) {
+    if (id < 0 || id >= c.vocab_size) {
+      return r.Error(absl::StrCat("\"", key, "\" ", id, " is outside the vocabulary [0, ", c.vocab_size, ")"));
+    }
+  }
+  MCSERVE_ASSIGN_OR_RETURN(auto act, r.OptString("hidden_act"));
+  if (act && *act != "swish" && *act != "silu") {
+    return r.Error(absl::StrCat("\"hidden_act\" \"", *act, "\" is not supported (only swish/silu)"));
+  }
+  return absl::OkStatus();
+}
+
+// linear_attn / gla: key_dim = int(H·expand_k), value_dim = int(H·expand_v), grouped k/v heads.
+absl::Status ReadGroupedDims(const ConfigReader& r, ModelConfig& c, double default_expand_k,
+                             int64_t default_heads) {
+  MCSERVE_ASSIGN_OR_RETURN(double expand_k, r.Float("expand_k", default_expand_k));
+  MCSERVE_ASSIGN_OR_RETURN(double expand_v, r.Float("expand_v", 1.0));
+  MCSERVE_RETURN_IF_ERROR(r.Positive("expand_k", expand_k));
+  MCSERVE_RETURN_IF_ERROR(r.Positive("expand_v", expand_v));
+  MCSERVE_ASSIGN_OR_RETURN(c.num_heads, r.Int("num_heads", default_heads));
+  MCSERVE_RETURN_IF_ERROR(r.Positive("num_heads", c.num_heads));
+  MCSERVE_ASSIGN_OR_RETURN(c.num_kv_heads, r.Int("num_kv_heads", c.num_heads, /*null_is_default=*/true));
+  MCSERVE_RETURN_IF_ERROR(r.Positive("num_kv_heads", c.num_kv_heads));
+  if (c.num_heads % c.num_kv_heads != 0) {
+    return r.Error(absl::StrCat("\"num_kv_heads\" ", c.num_kv_heads, " must divide \"num_heads\" ", c.num_heads));
+  }
+  c.num_v_heads = c.num_heads;  // v heads after repeating over groups
+  c.key_dim = IntProduct(c.hidden_size, expand_k);
+  c.value_dim = IntProduct(c.hidden_size, expand_v);
+  if (c.key_dim <= 0 || c.key_dim % c.num_heads != 0) {
+    return r.Error(absl::StrCat("key_dim = int(hidden_size·expand_k) = ", c.key_dim,
+                                " must be a positive multiple of num_heads ", c.num_heads));
+  }
+  if (c.value_dim <= 0 || c.value_dim % c.num_heads != 0) {
+    return r.Error(absl::StrCat("value_dim = int(hidden_size·expand_v) = ", c.value_dim,
+                                " must be a positive multiple of num_heads ", c.num_heads));
+  }
+  c.head_k_dim = c.key_dim / c.num_heads;
+  c.head_v_dim = c.value_dim / c.num_heads;
+  return absl::OkStatus();
+}
+
+absl::Status ReadLinearAttn(const ConfigReader& r, ModelConfig& c) {
+  MCSERVE_RETURN_IF_ERROR(ReadGroupedDims(r, c, /*default_expand_k=*/1.0, /*default_heads=*/4));
+  MCSERVE_ASSIGN_OR_RETURN(auto fm, r.OptString("feature_map"));
+  const std::string name = fm.value_or("elementwise_product");
+  static const std::pair<const char*, FeatureMapType> kMaps[] = {
+      {"elementwise_product", FeatureMapType::kHadamard}, {"hedgehog", FeatureMapType::kHedgehog},
+      {"t2r", FeatureMapType::kT2R}, {"dpfp", FeatureMapType::kDpfp}, {"elu", FeatureMapType::kElu},
+      {"relu", FeatureMapType::kRelu}, {"identity", FeatureMapType::kIdentity}};
+  bool found = false;
+  for (const auto& [key, type] : kMaps) {
+    if (name == key) {
+      c.feature_map = type;
+      found = true;
+    }
+  }
+  if (!found) {
+    return r.Error(absl::StrCat("\"feature_map\" \"", name,
+                                "\" is not supported (elementwise_product, hedgehog, t2r, dpfp, elu, relu, identity)"));
+  }
+  MCSERVE_ASSIGN_OR_RETURN(c.tie_feature_map_qk, r.Bool("tie_feature_map_qk", false));
+  MCSERVE_ASSIGN_OR_RETURN(c.norm_q, r.Bool("norm_q", false));
+  MCSERVE_ASSIGN_OR_RETURN(c.norm_k, r.Bool("norm_k", false));
+  MCSERVE_ASSIGN_OR_RETURN(c.norm_feature_map, r.Bool("norm_feature_map", false));
+  c.use_short_conv = false;
+  c.use_gate = false;
+  return absl::OkStatus();
+}
+
+absl::Status ReadGla(const ConfigReader& r, ModelConfig& c) {
+  MCSERVE_RETURN_IF_ERROR(ReadGroupedDims(r, c, /*default_expand_k=*/0.5, /*default_heads=*/4));
+  MCSERVE_ASSIGN_OR_RETURN(auto fm, r.OptString("feature_map"));
+  if (!fm || *fm == "identity") {
+    c.feature_map = FeatureMapType::kIdentity;
+  } else if (*fm == "relu") {
+    c.feature_map = FeatureMapType::kRelu;
+  } else if (*fm == "elu") {
+    c.feature_map = FeatureMapType::kElu;
+  } else if (*fm == "silu" || *fm == "swish") {
+    c.feature_map = FeatureMapType::kSilu;
+  } else {
+    return r.Error(absl::StrCat("\"feature_map\" \"", *fm, "\" is not supported for gla (null, identity, relu, elu, silu)"));
+  }
+  MCSERVE_ASSIGN_OR_RETURN(c.use_short_conv, r.Bool("use_short_conv", false));
+  MCSERVE_ASSIGN_OR_RETURN(c.conv_size, r.Int("conv_size", 4));
+  MCSERVE_ASSIGN_OR_RETURN(c.use_output_gate, r.Bool("use_output_gate", true));
+  c.use_gate = false;
+  if (r.HasValue("clamp_min")) {
+    MCSERVE_ASSIGN_OR_RETURN(double clamp, r.Float("clamp_min", 0.0));
+    c.clamp_min = static_cast<float>(clamp);
+  } else {
+    c.clamp_min.reset();
+  }
+  c.gate_low_rank_dim = 16;  // hard-coded in fla's GatedLinearAttention
+  c.gate_logit_normalizer = 16.0f;
+  return absl::OkStatus();
+}
+
+absl::Status ReadDeltaNet(const ConfigReader& r, ModelConfig& c) {
+  MCSERVE_ASSIGN_OR_RETURN(double expand_k, r.Float("expand_k", 1.0));
+  MCSERVE_ASSIGN_OR_RETURN(double expand_v, r.Float("expand_v", 1.0));
+  MCSERVE_RETURN_IF_ERROR(r.Positive("expand_k", expand_k));
+  MCSERVE_RETURN_IF_ERROR(r.Positive("expand_v", expand_v));
+  MCSERVE_ASSIGN_OR_RETURN(c.num_heads, r.Int("num_heads", 16));
+  MCSERVE_RETURN_IF_ERROR(r.Positive("num_heads", c.num_heads));
+  c.num_kv_heads = c.num_v_heads = c.num_heads;
+  c.key_dim = IntProduct(c.hidden_size, expand_k);
+  c.value_dim = IntProduct(c.hidden_size, expand_v);
+  if (c.key_dim <= 0 || c.key_dim % c.num_heads != 0) {
+    return r.Error(absl::StrCat("key_dim = int(hidden_size·expand_k) = ", c.key_dim,
+                                " must be a positive multiple of num_heads ", c.num_heads));
+  }
+  if (c.value_dim <= 0 || c.value_dim % c.num_heads != 0) {
+    return r.Error(absl::StrCat("value_dim = int(hidden_size·expand_v) = ", c.value_dim,
+                                " must be a positive multiple of num_heads ", c.num_heads));
+  }
+  c.head_k_dim = c.key_dim / c.num_heads;
+  c.head_v_dim = c.value_dim / c.num_heads;
+  MCSERVE_ASSIGN_OR_RETURN(c.use_gate, r.Bool("use_gate", false));
+  MCSERVE_ASSIGN_OR_RETURN(c.use_short_conv, r.Bool("use_short_conv", true));
+  MCSERVE_ASSIGN_OR_RETURN(c.conv_size, r.Int("conv_size", 4));
+  MCSERVE_ASSIGN_OR_RETURN(c.use_beta, r.Bool("use_beta", true));
+  MCSERVE_ASSIGN_OR_RETURN(c.allow_neg_eigval, r.Bool("allow_neg_eigval", false));
+  MCSERVE_ASSIGN_OR_RETURN(auto act, r.OptString("qk_activation"));
+  const std::string a = act.value_or("silu");
+  if (a == "silu") {
+    c.qk_activation = FeatureMapType::kSilu;
+  } else if (a == "relu") {
+    c.qk_activation = FeatureMapType::kRelu;
+  } else if (a == "elu") {
+    c.qk_activation = FeatureMapType::kElu;
+  } else if (a == "identity") {
+    c.qk_activation = FeatureMapType::kIdentity;
+  } else {
+    return r.Error(absl::StrCat("\"qk_activation\" \"", a, "\" is not supported (silu, relu, elu, identity)"));
+  }
+  MCSERVE_ASSIGN_OR_RETURN(auto norm, r.OptString("qk_norm"));
+  const std::string n = norm.value_or("l2");
+  if (n == "l2") {
+    c.qk_norm = QkNorm::kL2;
+  } else if (n == "sum") {
+    c.qk_norm = QkNorm::kSum;
+  } else {
+    return r.Error(absl::StrCat("\"qk_norm\" \"", n, "\" is not supported (l2, sum)"));
+  }
+  return absl::OkStatus();
+}
+
+// gated_deltanet, swla, titans: head_k = head_dim, head_v = int(head_dim·expand_v).
+absl::Status ReadHeadDimFamily(const ConfigReader& r, ModelConfig& c) {
+  const bool gdn = c.family == ModelFamily::kGatedDeltaNet;
+  MCSERVE_ASSIGN_OR_RETURN(c.num_heads, r.Int("num_heads", 6));
+  MCSERVE_RETURN_IF_ERROR(r.Positive("num_heads", c.num_heads));
+  MCSERVE_ASSIGN_OR_RETURN(int64_t head_dim, r.Int("head_dim", 256));
+  MCSERVE_RETURN_IF_ERROR(r.Positive("head_dim", head_dim));
+  MCSERVE_ASSIGN_OR_RETURN(double expand_v, r.Float("expand_v", gdn ? 2.0 : 1.0));
+  MCSERVE_RETURN_IF_ERROR(r.Positive("expand_v", expand_v));
+  c.num_kv_heads = c.num_heads;
+  if (gdn) {
+    MCSERVE_ASSIGN_OR_RETURN(c.num_v_heads, r.Int("num_v_heads", c.num_heads, /*null_is_default=*/true));
+    MCSERVE_RETURN_IF_ERROR(r.Positive("num_v_heads", c.num_v_heads));
+    if (c.num_v_heads % c.num_heads != 0) {
+      return r.Error(absl::StrCat("\"num_v_heads\" ", c.num_v_heads, " must be a multiple of \"num_heads\" ",
+                                  c.num_heads));
+    }
+  } else {
+    c.num_v_heads = c.num_heads;
+  }
+  c.head_k_dim = head_dim;
+  c.head_v_dim = IntProduct(head_dim, expand_v);
+  if (c.head_v_dim <= 0 || std::abs(static_cast<double>(head_dim) * expand_v - c.head_v_dim) > 1e-5 * c.head_v_dim) {
+    return r.Error(absl::StrCat("head_dim·expand_v = ", head_dim, "·", expand_v, " is not a positive integer"));
+  }
+  c.key_dim = c.num_heads * c.head_k_dim;
+  c.value_dim = c.num_v_heads * c.head_v_dim;
+  MCSERVE_ASSIGN_OR_RETURN(c.use_gate, r.Bool("use_gate", true));
+  MCSERVE_ASSIGN_OR_RETURN(c.use_short_conv, r.Bool("use_short_conv", true));
+  MCSERVE_ASSIGN_OR_RETURN(c.conv_size, r.Int("conv_size", 4));
+  if (gdn) {
+    MCSERVE_ASSIGN_OR_RETURN(c.allow_neg_eigval, r.Bool("allow_neg_eigval", false));
+  }
+  c.qk_activation = FeatureMapType::kSilu;
+  c.qk_norm = QkNorm::kL2;
+  if (c.family == ModelFamily::kTitans) {
+    MCSERVE_ASSIGN_OR_RETURN(c.memory_depth, r.Int("memory_depth", 1));
+    if (c.memory_depth != 1) {
+      return absl::UnimplementedError(absl::StrCat(
+          "titans \"memory_depth\" ", c.memory_depth, " is not supported (only the linear memory_depth 1)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const std::string& source) {
+  json j;
+  try {
+    j = json::parse(json_text);
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": not valid JSON: ", e.what()));
+  }
+  if (!j.is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": must be a JSON object, got ", j.type_name()));
+  }
+  ConfigReader r(j, source);
+
+  // Old, non-fla schemas that reuse a model_type (e.g. bailin28/gla-1B-100B).
+  if (!r.Has("hidden_size")) {
+    for (const char* legacy : {"d_model", "n_head", "n_layer", "n_embd"}) {
+      if (r.Has(legacy)) {
+        return r.Error(absl::StrCat("has \"", legacy,
+                                    "\" but no \"hidden_size\": this is not an fla-format config "
+                                    "(mcserve reads fla's hidden_size/num_heads/num_hidden_layers schema)"));
+      }
+    }
+  }
+
+  MCSERVE_ASSIGN_OR_RETURN(auto type, r.OptString("model_type"));
+  if (!type) return r.Error(absl::StrCat("missing \"model_type\" (supported: ", kSupportedTypes, ")"));
+  ModelConfig c;
+  c.model_type = *type;
+  MCSERVE_ASSIGN_OR_RETURN(c.family, FamilyOf(*type, r));
+
+  if (r.HasValue("attn")) {
+    return absl::UnimplementedError(absl::StrCat(
+        source, ": hybrid attention layers are not supported (config has a non-null \"attn\")"));
+  }
+  if (r.HasValue("attnres_block_size")) {
+    return absl::UnimplementedError(absl::StrCat(
+        source, ": hybrid attention layers are not supported (config sets \"attnres_block_size\")"));
+  }
+
+  MCSERVE_RETURN_IF_ERROR(ReadShared(r, c));
+  switch (c.family) {
+    case ModelFamily::kLinearAttn: MCSERVE_RETURN_IF_ERROR(ReadLinearAttn(r, c)); break;
+    case ModelFamily::kGla: MCSERVE_RETURN_IF_ERROR(ReadGla(r, c)); break;
+    case ModelFamily::kDeltaNet: MCSERVE_RETURN_IF_ERROR(ReadDeltaNet(r, c)); break;
+    case ModelFamily::kGatedDeltaNet:
+    case ModelFamily::kSwla:
+    case ModelFamily::kTitans: MCSERVE_RETURN_IF_ERROR(ReadHeadDimFamily(r, c)); break;
+  }
+  if (c.use_short_conv) MCSERVE_RETURN_IF_ERROR(r.Positive("conv_size", c.conv_size));
+  return c;
+}
+
+absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& dir) {
+  const std::string path = dir.empty() || dir.back() == '/' ? dir + "config.json" : dir + "/config.json";
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read model config ", path));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) return absl::InvalidArgumentError(absl::StrCat("error reading ", path));
+  return ParseModelConfig(ss.str(), path);
+}
+
+}  // namespace mcserve::engine

@@ -1,0 +1,170 @@
+#include "engine/model/tokenizer.h"
+
+#include <sys/stat.h>
+
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "kernels/core/status_macros.h"
+#include "engine/model/sentencepiece_adapter.h"
+
+namespace mcserve::engine {
+
+struct Tokenizer::Impl {
+  std::string path;
+  internal::SentencePieceAdapter processor;
+};
+
+namespace {
+
+constexpr size_t kValid = static_cast<size_t>(-1);
+
+// Length of the well-formed UTF-8 sequence starting at s[i], or 0 if it is malformed or truncated.
+size_t Utf8SequenceLength(std::string_view s, size_t i) {
+  const auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  const unsigned char c = byte(i);
+  if (c < 0x80) return 1;
+  size_t n;
+  unsigned char lo = 0x80, hi = 0xBF;  // allowed range of the second byte
+  if (c >= 0xC2 && c <= 0xDF) {
+    n = 2;
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    n = 3;
+    if (c == 0xE0) lo = 0xA0;  // no overlongs
+    if (c == 0xED) hi = 0x9F;  // no surrogates
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    n = 4;
+    if (c == 0xF0) lo = 0x90;  // no overlongs
+    if (c == 0xF4) hi = 0x8F;  // ≤ U+10FFFF
+  } else {
+    return 0;
+  }
+  if (i + n > s.size()) return 0;
+  if (byte(i + 1) < lo || byte(i + 1) > hi) return 0;
+  for (size_t k = 2; k < n; ++k) {
+    if ((byte(i + k) & 0xC0) != 0x80) return 0;
+  }
+  return n;
+}
+
+// Byte offset of the first malformed UTF-8 sequence, or kValid.
+size_t FirstInvalidUtf8(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    size_t n = Utf8SequenceLength(s, i);
+    if (n == 0) return i;
+    i += n;
+  }
+  return kValid;
+}
+
+// Length of `s` without a trailing incomplete UTF-8 character and without trailing U+FFFD
+// characters (SentencePiece decodes the bytes of an unfinished byte-fallback character as U+FFFD;
+// the next ids may complete it, which changes that text).
+size_t StableLength(std::string_view s) {
+  size_t end = s.size();
+  // Back up over an unfinished multi-byte character (at most 3 bytes).
+  for (size_t back = 1; back <= 3 && back <= end; ++back) {
+    unsigned char c = static_cast<unsigned char>(s[end - back]);
+    if ((c & 0xC0) == 0x80) continue;  // continuation byte: keep looking for the lead
+    size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+    if (need > back) end -= back;
+    break;
+  }
+  constexpr std::string_view kReplacement = "\xEF\xBF\xBD";
+  while (end >= kReplacement.size() && s.substr(end - kReplacement.size(), kReplacement.size()) == kReplacement) {
+    end -= kReplacement.size();
+  }
+  return end;
+}
+
+}  // namespace
+
+bool IsValidUtf8(std::string_view s) { return FirstInvalidUtf8(s) == kValid; }
+
+Tokenizer::Tokenizer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Tokenizer::~Tokenizer() = default;
+
+absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Load(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    return absl::InvalidArgumentError(absl::StrCat("tokenizer model ", path, " does not exist or is not a file"));
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->path = path;
+  if (std::string error = impl->processor.Load(path); !error.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot load SentencePiece model ", path, ": ", error));
+  }
+  return std::unique_ptr<Tokenizer>(new Tokenizer(std::move(impl)));
+}
+
+absl::StatusOr<std::vector<int32_t>> Tokenizer::Encode(std::string_view text, bool add_bos) const {
+  if (size_t bad = FirstInvalidUtf8(text); bad != kValid) {
+    return absl::InvalidArgumentError(absl::StrCat("text is not valid UTF-8: malformed byte 0x",
+                                                   absl::Hex(static_cast<unsigned char>(text[bad]), absl::kZeroPad2),
+                                                   " at byte offset ", bad));
+  }
+  std::vector<int> ids;
+  if (std::string error = impl_->processor.Encode(text, &ids); !error.empty()) {
+    return absl::InternalError(absl::StrCat("SentencePiece (", impl_->path, "): ", error));
+  }
+  std::vector<int32_t> out;
+  out.reserve(ids.size() + 1);
+  if (add_bos) {
+    if (bos_id() < 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("tokenizer ", impl_->path, " has no BOS token but add_bos was requested"));
+    }
+    out.push_back(bos_id());
+  }
+  out.insert(out.end(), ids.begin(), ids.end());
+  return out;
+}
+
+absl::StatusOr<std::string> Tokenizer::Decode(std::span<const int32_t> ids) const {
+  const int32_t vocab = vocab_size();
+  std::vector<int> v;
+  v.reserve(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= vocab) {
+      return absl::InvalidArgumentError(absl::StrCat("token id ", ids[i], " at position ", i,
+                                                     " is outside the vocabulary [0, ", vocab, ")"));
+    }
+    v.push_back(ids[i]);
+  }
+  std::string text;
+  if (std::string error = impl_->processor.Decode(v, &text); !error.empty()) {
+    return absl::InternalError(absl::StrCat("SentencePiece (", impl_->path, "): ", error));
+  }
+  return text;
+}
+
+int32_t Tokenizer::vocab_size() const { return impl_->processor.PieceSize(); }
+int32_t Tokenizer::bos_id() const { return impl_->processor.BosId(); }
+int32_t Tokenizer::eos_id() const { return impl_->processor.EosId(); }
+
+absl::StatusOr<std::string> IncrementalDetokenizer::Push(int32_t id) {
+  ids_.push_back(id);
+  // Decoding the whole list keeps SentencePiece's leading-space rule identical to Decode(all ids).
+  absl::StatusOr<std::string> text = tokenizer_->Decode(ids_);
+  if (!text.ok()) {
+    ids_.pop_back();
+    return text.status();
+  }
+  const size_t stable = StableLength(*text);
+  if (stable <= emitted_bytes_) return std::string();
+  std::string delta = text->substr(emitted_bytes_, stable - emitted_bytes_);
+  emitted_bytes_ = stable;
+  return delta;
+}
+
+std::string IncrementalDetokenizer::Flush() {
+  absl::StatusOr<std::string> text = tokenizer_->Decode(ids_);
+  if (!text.ok() || text->size() <= emitted_bytes_) return std::string();
+  std::string rest = text->substr(emitted_bytes_);
+  emitted_bytes_ = text->size();
+  return rest;
+}
+
+}  // namespace mcserve::engine
