@@ -1,0 +1,44 @@
+#include "engine/runner/generate.h"
+
+#include "absl/strings/str_cat.h"
+#include "kernels/core/status_macros.h"
+
+namespace mcserve::engine {
+
+absl::StatusOr<std::vector<float>> Prefill(const Model& model, StatePool& pool, int slot,
+                                           std::span<const int32_t> prompt, int chunk) {
+  if (prompt.empty()) return absl::InvalidArgumentError("prompt is empty");
+  if (chunk <= 0) return absl::InvalidArgumentError(absl::StrCat("prefill chunk must be positive, got ", chunk));
+  kernels::Tensor logits;
+  for (size_t begin = 0; begin < prompt.size(); begin += chunk) {
+    const size_t n = std::min<size_t>(chunk, prompt.size() - begin);
+    const SequenceChunk c{.slot = slot, .tokens = prompt.subspan(begin, n)};
+    MCSERVE_ASSIGN_OR_RETURN(logits, model.Forward({&c, 1}, pool));
+  }
+  return logits.ToHostF32();
+}
+
+absl::StatusOr<std::vector<int32_t>> Generate(const Model& model, StatePool& pool, int slot,
+                                              std::span<const int32_t> prompt, const GenerateOptions& options,
+                                              const std::function<bool(int32_t)>& on_token) {
+  if (options.max_tokens < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("max_tokens must be >= 0, got ", options.max_tokens));
+  }
+  MCSERVE_ASSIGN_OR_RETURN(Sampler sampler, Sampler::Create(options.sampling));
+  MCSERVE_ASSIGN_OR_RETURN(std::vector<float> logits, Prefill(model, pool, slot, prompt, options.prefill_chunk));
+  std::vector<int32_t> out;
+  const int32_t eos = static_cast<int32_t>(model.config().eos_token_id);
+  while (static_cast<int>(out.size()) < options.max_tokens) {
+    const int32_t token = sampler.Sample(logits);
+    out.push_back(token);
+    if (on_token && !on_token(token)) break;
+    if (options.stop_at_eos && token == eos) break;
+    if (static_cast<int>(out.size()) == options.max_tokens) break;
+    const SequenceChunk c{.slot = slot, .tokens = {&out.back(), 1}};
+    MCSERVE_ASSIGN_OR_RETURN(kernels::Tensor next, model.Forward({&c, 1}, pool));
+    MCSERVE_ASSIGN_OR_RETURN(logits, next.ToHostF32());
+  }
+  return out;
+}
+
+}  // namespace mcserve::engine

@@ -1,0 +1,18 @@
+#include "engine/runner/mixer.h"
+
+namespace mcserve::engine {
+
+absl::StatusOr<std::unique_ptr<Mixer>> MakeMixer(const ModelConfig& config, const WeightBinder& weights,
+                                                 int layer) {
+  switch (config.family) {
+    case ModelFamily::kLinearAttn: return MakeLinearAttnMixer(config, weights, layer);
+    case ModelFamily::kGla: return MakeGlaMixer(config, weights, layer);
+    case ModelFamily::kDeltaNet:
+    case ModelFamily::kGatedDeltaNet: return MakeDeltaMixer(config, weights, layer);
+    case ModelFamily::kSwla: return MakeSwlaMixer(config, weights, layer);
+    case ModelFamily::kTitans: return MakeTitansMixer(config, weights, layer);
+  }
+  return absl::InternalError("unknown model family");
+}
+
+}  // namespace mcserve::engine

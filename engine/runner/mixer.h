@@ -1,0 +1,43 @@
+// Mixer: the recurrent memory layer of one block (linear attention, GLA, DeltaNet, gated DeltaNet,
+// SWLA, Titans-linear). Each family declares its per-slot state and runs a varlen batch of token
+// rows — prefill chunks and one-token decodes alike — through its memory. Built at load time;
+// Forward is called from the scheduler thread.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/model/model_config.h"
+#include "engine/runner/state_pool.h"
+#include "engine/runner/weight_binder.h"
+#include "kernels/core/batch_layout.h"
+#include "kernels/core/context.h"
+#include "kernels/core/tensor.h"
+
+namespace mcserve::engine {
+
+class Mixer {
+ public:
+  virtual ~Mixer() = default;
+  // The state tensors one slot needs in this layer.
+  virtual std::vector<StateSpec> StateSpecs() const = 0;
+  // Runs x [T, hidden] (the attn_norm output) through the memory, writing out [T, hidden];
+  // updates the state of every slot in `layout`.
+  virtual absl::Status Forward(const kernels::Context& ctx, const kernels::Tensor& x,
+                               const kernels::BatchLayout& layout, LayerState& state,
+                               kernels::Tensor* out) const = 0;
+};
+
+// Builds layer `layer`'s mixer for `config`, binding and validating its weights.
+absl::StatusOr<std::unique_ptr<Mixer>> MakeMixer(const ModelConfig& config, const WeightBinder& weights,
+                                                 int layer);
+
+// Family constructors (one file each).
+absl::StatusOr<std::unique_ptr<Mixer>> MakeLinearAttnMixer(const ModelConfig& c, const WeightBinder& w, int layer);
+absl::StatusOr<std::unique_ptr<Mixer>> MakeGlaMixer(const ModelConfig& c, const WeightBinder& w, int layer);
+absl::StatusOr<std::unique_ptr<Mixer>> MakeDeltaMixer(const ModelConfig& c, const WeightBinder& w, int layer);
+absl::StatusOr<std::unique_ptr<Mixer>> MakeSwlaMixer(const ModelConfig& c, const WeightBinder& w, int layer);
+absl::StatusOr<std::unique_ptr<Mixer>> MakeTitansMixer(const ModelConfig& c, const WeightBinder& w, int layer);
+
+}  // namespace mcserve::engine

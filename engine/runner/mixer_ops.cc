@@ -1,0 +1,92 @@
+#include "engine/runner/mixer_ops.h"
+
+#include "absl/strings/str_cat.h"
+#include "kernels/core/status_macros.h"
+#include "kernels/embedding/embedding.h"
+#include "kernels/l2_norm/l2_norm.h"
+#include "kernels/linear/linear.h"
+#include "kernels/rms_norm/rms_norm.h"
+#include "kernels/short_conv/short_conv.h"
+
+namespace mcserve::engine {
+
+using kernels::Context;
+using kernels::Tensor;
+
+absl::StatusOr<Tensor> NewF32(const Context& ctx, kernels::Shape shape) {
+  return Tensor::Zeros(kernels::DType::kF32, std::move(shape), ctx.device);
+}
+
+absl::StatusOr<Tensor> BroadcastRows(const Context& ctx, const Tensor& vec, int64_t rows) {
+  MCSERVE_ASSIGN_OR_RETURN(Tensor table, vec.Reshape({1, vec.numel()}));
+  MCSERVE_ASSIGN_OR_RETURN(Tensor zeros, Tensor::Zeros(kernels::DType::kI32, {rows}, ctx.device));
+  MCSERVE_ASSIGN_OR_RETURN(Tensor out, NewF32(ctx, {rows, vec.numel()}));
+  MCSERVE_RETURN_IF_ERROR(kernels::Embedding(ctx, {.table = &table, .ids = &zeros, .out = &out}));
+  return out;
+}
+
+absl::StatusOr<Tensor> Project(const Context& ctx, const Tensor& x, const Tensor& w) {
+  MCSERVE_ASSIGN_OR_RETURN(Tensor out, NewF32(ctx, {x.dim(0), w.dim(0)}));
+  MCSERVE_RETURN_IF_ERROR(kernels::Linear(ctx, {.x = &x, .w = &w, .out = &out}));
+  return out;
+}
+
+absl::StatusOr<ConvProjection> ConvProjection::Bind(const WeightBinder& w, const std::string& attn,
+                                                    const std::string& name, int64_t dim, int64_t hidden,
+                                                    bool use_conv, int64_t conv_size) {
+  ConvProjection p;
+  MCSERVE_ASSIGN_OR_RETURN(p.w, w.Matrix(absl::StrCat(attn, name, "_proj.weight"), {dim, hidden}));
+  if (use_conv) {
+    MCSERVE_ASSIGN_OR_RETURN(Tensor conv, w.Matrix(absl::StrCat(attn, name, "_conv1d.weight"), {dim, 1, conv_size}));
+    p.conv = std::move(conv);
+  }
+  p.state_name = absl::StrCat("conv_", name);
+  return p;
+}
+
+void ConvProjection::AddStateSpec(int64_t conv_size, std::vector<StateSpec>* specs) const {
+  if (conv) specs->push_back({state_name, {conv_size - 1, w.dim(0)}});
+}
+
+absl::StatusOr<Tensor> ConvProjection::Run(const Context& ctx, const Tensor& x, const kernels::BatchLayout& layout,
+                                           LayerState& state, bool conv_silu) const {
+  MCSERVE_ASSIGN_OR_RETURN(Tensor projected, Project(ctx, x, w));
+  if (!conv) {
+    if (act_without_conv != kernels::ActivationKind::kIdentity) {
+      MCSERVE_RETURN_IF_ERROR(Activate(ctx, projected, act_without_conv));
+    }
+    return projected;
+  }
+  MCSERVE_ASSIGN_OR_RETURN(Tensor out, NewF32(ctx, projected.shape()));
+  MCSERVE_RETURN_IF_ERROR(kernels::ShortConv(ctx, {.x = &projected, .weight = &*conv, .silu = conv_silu,
+                                                   .layout = layout, .state = &state.at(state_name),
+                                                   .out = &out}));
+  return out;
+}
+
+absl::Status NormalizeRows(const Context& ctx, Tensor& x, int64_t n, bool l2, float eps, float scale) {
+  MCSERVE_ASSIGN_OR_RETURN(Tensor rows, x.Reshape({x.numel() / n, n}));
+  return kernels::L2Norm(ctx, {.kind = l2 ? kernels::RowNormKind::kL2 : kernels::RowNormKind::kSum,
+                               .x = &rows, .eps = eps, .scale = scale, .out = &rows});
+}
+
+absl::Status Activate(const Context& ctx, Tensor& x, kernels::ActivationKind kind, float scale) {
+  return kernels::Activation(ctx, {.kind = kind, .x = &x, .scale = scale, .out = &x});
+}
+
+absl::Status OutputStage(const Context& ctx, Tensor& o, const Tensor& norm_weight, const Tensor* gate, float eps,
+                         const Tensor& o_proj, Tensor* out) {
+  const int64_t v = norm_weight.dim(0);
+  MCSERVE_ASSIGN_OR_RETURN(Tensor rows, o.Reshape({o.numel() / v, v}));
+  std::optional<Tensor> gate_rows;
+  if (gate != nullptr) {
+    MCSERVE_ASSIGN_OR_RETURN(gate_rows, gate->Reshape({gate->numel() / v, v}));
+  }
+  MCSERVE_RETURN_IF_ERROR(kernels::RmsNorm(ctx, {.x = &rows, .weight = &norm_weight,
+                                                 .gate = gate_rows ? &*gate_rows : nullptr, .eps = eps,
+                                                 .out = &rows}));
+  MCSERVE_ASSIGN_OR_RETURN(Tensor merged, o.Reshape({o.dim(0), o.numel() / o.dim(0)}));
+  return kernels::Linear(ctx, {.x = &merged, .w = &o_proj, .out = out});
+}
+
+}  // namespace mcserve::engine

@@ -1,0 +1,117 @@
+#include "engine/runner/model.h"
+
+#include "absl/strings/str_cat.h"
+#include "engine/runner/mixer_ops.h"
+#include "kernels/core/status_macros.h"
+#include "kernels/elementwise/elementwise.h"
+#include "kernels/embedding/embedding.h"
+#include "kernels/linear/linear.h"
+#include "kernels/rms_norm/rms_norm.h"
+
+namespace mcserve::engine {
+
+using kernels::Tensor;
+
+struct Model::Block {
+  Tensor attn_norm, mlp_norm;       // [H]
+  std::unique_ptr<Mixer> mixer;
+  Tensor gate_proj, up_proj;        // [I, H]
+  Tensor down_proj;                 // [H, I]
+};
+
+Model::~Model() = default;
+
+absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir, const ModelOptions& options) {
+  std::unique_ptr<Model> m(new Model());
+  MCSERVE_ASSIGN_OR_RETURN(m->config_, LoadModelConfig(dir));
+  MCSERVE_ASSIGN_OR_RETURN(m->weights_, WeightStore::Open(dir));
+  MCSERVE_ASSIGN_OR_RETURN(m->tokenizer_, Tokenizer::Load(dir + "/tokenizer.model"));
+  const ModelConfig& c = m->config_;
+  if (m->tokenizer_->vocab_size() > c.vocab_size) {
+    return absl::InvalidArgumentError(absl::StrCat(dir, "/tokenizer.model has ", m->tokenizer_->vocab_size(),
+                                                   " pieces but config.json vocab_size is ", c.vocab_size));
+  }
+  if (options.device == kernels::Device::kCpu) {
+    m->pool_ = std::make_unique<kernels::cpu::ThreadPool>(options.num_threads);
+  }
+  m->ctx_ = {.device = options.device, .pool = m->pool_.get()};
+  WeightBinder w(m->weights_, options.device);
+  const int64_t h = c.hidden_size, inter = c.intermediate_size;
+  MCSERVE_ASSIGN_OR_RETURN(m->embeddings_, w.Matrix("model.embeddings.weight", {c.vocab_size, h}));
+  for (int i = 0; i < c.num_hidden_layers; ++i) {
+    const std::string p = absl::StrCat("model.layers.", i, ".");
+    Block b;
+    MCSERVE_ASSIGN_OR_RETURN(b.attn_norm, w.Float(p + "attn_norm.weight", {h}));
+    MCSERVE_ASSIGN_OR_RETURN(b.mixer, MakeMixer(c, w, i));
+    MCSERVE_ASSIGN_OR_RETURN(b.mlp_norm, w.Float(p + "mlp_norm.weight", {h}));
+    MCSERVE_ASSIGN_OR_RETURN(b.gate_proj, w.Matrix(p + "mlp.gate_proj.weight", {inter, h}));
+    MCSERVE_ASSIGN_OR_RETURN(b.up_proj, w.Matrix(p + "mlp.up_proj.weight", {inter, h}));
+    MCSERVE_ASSIGN_OR_RETURN(b.down_proj, w.Matrix(p + "mlp.down_proj.weight", {h, inter}));
+    m->blocks_.push_back(std::move(b));
+  }
+  MCSERVE_ASSIGN_OR_RETURN(m->final_norm_, w.Float("model.norm.weight", {h}));
+  if (c.tie_word_embeddings && !w.Has("lm_head.weight")) {
+    m->lm_head_ = m->embeddings_;
+  } else {
+    MCSERVE_ASSIGN_OR_RETURN(m->lm_head_, w.Matrix("lm_head.weight", {c.vocab_size, h}));
+  }
+  return m;
+}
+
+absl::StatusOr<StatePool> Model::NewStatePool(int num_slots) const {
+  std::vector<std::vector<StateSpec>> specs;
+  for (const Block& b : blocks_) specs.push_back(b.mixer->StateSpecs());
+  return StatePool::Create(specs, num_slots, ctx_.device);
+}
+
+absl::Status Model::RunBlock(const Block& b, Tensor& h, const kernels::BatchLayout& layout, LayerState& state) const {
+  const float eps = config_.norm_eps;
+  MCSERVE_ASSIGN_OR_RETURN(Tensor normed, NewF32(ctx_, h.shape()));
+  MCSERVE_RETURN_IF_ERROR(kernels::RmsNorm(ctx_, {.x = &h, .weight = &b.attn_norm, .eps = eps, .out = &normed}));
+  MCSERVE_ASSIGN_OR_RETURN(Tensor mixed, NewF32(ctx_, h.shape()));
+  MCSERVE_RETURN_IF_ERROR(b.mixer->Forward(ctx_, normed, layout, state, &mixed));
+  MCSERVE_RETURN_IF_ERROR(kernels::Add(ctx_, {.a = &h, .b = &mixed, .out = &h}));
+  MCSERVE_RETURN_IF_ERROR(kernels::RmsNorm(ctx_, {.x = &h, .weight = &b.mlp_norm, .eps = eps, .out = &normed}));
+  MCSERVE_ASSIGN_OR_RETURN(Tensor gate, Project(ctx_, normed, b.gate_proj));
+  MCSERVE_ASSIGN_OR_RETURN(Tensor up, Project(ctx_, normed, b.up_proj));
+  MCSERVE_RETURN_IF_ERROR(kernels::SwiGlu(ctx_, {.gate = &gate, .up = &up, .out = &gate}));
+  return kernels::Linear(ctx_, {.x = &gate, .w = &b.down_proj, .out = &h, .accumulate = true});
+}
+
+absl::StatusOr<Tensor> Model::Forward(std::span<const SequenceChunk> chunks, StatePool& pool) const {
+  std::vector<int32_t> ids, cu = {0}, slots, logit_rows;
+  for (const SequenceChunk& c : chunks) {
+    if (c.tokens.empty()) return absl::InvalidArgumentError("Forward: empty token chunk");
+    for (int32_t id : c.tokens) {
+      if (id < 0 || id >= config_.vocab_size) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("token id ", id, " is outside the vocabulary [0, ", config_.vocab_size, ")"));
+      }
+    }
+    const int32_t begin = cu.back();
+    ids.insert(ids.end(), c.tokens.begin(), c.tokens.end());
+    cu.push_back(static_cast<int32_t>(ids.size()));
+    slots.push_back(c.slot);
+    for (int32_t r = c.all_logits ? begin : cu.back() - 1; r < cu.back(); ++r) logit_rows.push_back(r);
+  }
+  const int64_t t = ids.size(), rows = logit_rows.size();
+  MCSERVE_ASSIGN_OR_RETURN(Tensor ids_t, Tensor::FromHostI32(ids, {t}, ctx_.device));
+  MCSERVE_ASSIGN_OR_RETURN(Tensor cu_t, Tensor::FromHostI32(cu, {static_cast<int64_t>(cu.size())}, ctx_.device));
+  MCSERVE_ASSIGN_OR_RETURN(Tensor slots_t, Tensor::FromHostI32(slots, {static_cast<int64_t>(slots.size())}, ctx_.device));
+  MCSERVE_ASSIGN_OR_RETURN(Tensor rows_t, Tensor::FromHostI32(logit_rows, {rows}, ctx_.device));
+  const kernels::BatchLayout layout{.cu_seqlens = &cu_t, .slot_ids = &slots_t};
+  MCSERVE_RETURN_IF_ERROR(kernels::ValidateBatchLayout(layout, t, pool.num_slots()));
+
+  MCSERVE_ASSIGN_OR_RETURN(Tensor h, NewF32(ctx_, {t, config_.hidden_size}));  // residual stream
+  MCSERVE_RETURN_IF_ERROR(kernels::Embedding(ctx_, {.table = &embeddings_, .ids = &ids_t, .out = &h}));
+  for (size_t i = 0; i < blocks_.size(); ++i) {
+    MCSERVE_RETURN_IF_ERROR(RunBlock(blocks_[i], h, layout, pool.layer(i)));
+  }
+  MCSERVE_ASSIGN_OR_RETURN(Tensor last, NewF32(ctx_, {rows, config_.hidden_size}));
+  MCSERVE_RETURN_IF_ERROR(kernels::Embedding(ctx_, {.table = &h, .ids = &rows_t, .out = &last}));
+  MCSERVE_RETURN_IF_ERROR(
+      kernels::RmsNorm(ctx_, {.x = &last, .weight = &final_norm_, .eps = config_.norm_eps, .out = &last}));
+  return Project(ctx_, last, lm_head_);
+}
+
+}  // namespace mcserve::engine

@@ -1,0 +1,69 @@
+// Model: a loaded recurrent LM (fla block skeleton: embedding → N × [norm → mixer → residual →
+// norm → SwiGLU MLP → residual] → norm → LM head) that runs varlen batches of token chunks, each
+// bound to a state slot. Load from any thread; Forward from one thread at a time (the scheduler).
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/model/model_config.h"
+#include "engine/model/tokenizer.h"
+#include "engine/model/weights.h"
+#include "engine/runner/mixer.h"
+#include "engine/runner/state_pool.h"
+#include "kernels/core/context.h"
+#include "kernels/cpu/thread_pool.h"
+
+namespace mcserve::engine {
+
+struct ModelOptions {
+  kernels::Device device = kernels::Device::kCpu;
+  int num_threads = 0;  // CPU worker threads; 0 = all cores
+};
+
+// One sequence's tokens in a batch: run `tokens` through slot `slot`'s state.
+struct SequenceChunk {
+  int slot = 0;
+  std::span<const int32_t> tokens;
+  bool all_logits = false;  // logits for every token (else only the last)
+};
+
+class Model {
+ public:
+  // Loads config.json, the weights (validated against the config) and tokenizer.model from `dir`.
+  static absl::StatusOr<std::unique_ptr<Model>> Load(const std::string& dir, const ModelOptions& options = {});
+  ~Model();
+
+  const ModelConfig& config() const { return config_; }
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
+  const kernels::Context& context() const { return ctx_; }
+
+  // A pool of `num_slots` zeroed state slots shaped for this model.
+  absl::StatusOr<StatePool> NewStatePool(int num_slots) const;
+
+  // Runs the chunks (distinct slots) as one batch, updating their states. Returns logits
+  // [R, vocab] on the model's device: per chunk in order, every row if all_logits else the last.
+  // Token ids outside the vocabulary → InvalidArgument.
+  absl::StatusOr<kernels::Tensor> Forward(std::span<const SequenceChunk> chunks, StatePool& pool) const;
+
+ private:
+  struct Block;
+  Model() = default;
+  absl::Status RunBlock(const Block& block, kernels::Tensor& h, const kernels::BatchLayout& layout,
+                        LayerState& state) const;
+
+  ModelConfig config_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::shared_ptr<const WeightStore> weights_;
+  std::unique_ptr<kernels::cpu::ThreadPool> pool_;
+  kernels::Context ctx_;
+  kernels::Tensor embeddings_;  // [vocab, H]
+  std::vector<Block> blocks_;
+  kernels::Tensor final_norm_;  // [H]
+  kernels::Tensor lm_head_;     // [vocab, H] (the embeddings when tied)
+};
+
+}  // namespace mcserve::engine

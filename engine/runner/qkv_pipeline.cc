@@ -1,0 +1,85 @@
+#include "engine/runner/qkv_pipeline.h"
+
+#include "kernels/core/status_macros.h"
+
+namespace mcserve::engine {
+
+using kernels::ActivationKind;
+using kernels::Context;
+using kernels::Tensor;
+
+absl::StatusOr<QkvPipeline> QkvPipeline::Bind(const WeightBinder& w, const std::string& attn, int64_t hidden,
+                                              const QkvOptions& o) {
+  QkvPipeline p;
+  p.options_ = o;
+  const int64_t key_dim = o.q_heads * o.dk, value_dim = o.v_heads * o.dv;
+  MCSERVE_ASSIGN_OR_RETURN(p.q_, ConvProjection::Bind(w, attn, "q", key_dim, hidden, o.use_conv, o.conv_size));
+  MCSERVE_ASSIGN_OR_RETURN(p.k_, ConvProjection::Bind(w, attn, "k", key_dim, hidden, o.use_conv, o.conv_size));
+  MCSERVE_ASSIGN_OR_RETURN(p.v_, ConvProjection::Bind(w, attn, "v", value_dim, hidden, o.use_conv, o.conv_size));
+  // Without a conv, only SiLU is applied before the head split (fla); other activations come after.
+  const ActivationKind qk_pre = o.qk_act == ActivationKind::kSilu ? ActivationKind::kSilu : ActivationKind::kIdentity;
+  p.q_.act_without_conv = p.k_.act_without_conv = qk_pre;
+  p.v_.act_without_conv = ActivationKind::kSilu;
+  return p;
+}
+
+void QkvPipeline::AddStateSpecs(std::vector<StateSpec>* specs) const {
+  for (const ConvProjection* p : {&q_, &k_, &v_}) p->AddStateSpec(options_.conv_size, specs);
+}
+
+absl::StatusOr<Tensor> QkvPipeline::RunQk(const Context& ctx, const ConvProjection& p, const Tensor& x,
+                                          const kernels::BatchLayout& layout, LayerState& state) const {
+  const bool silu = options_.qk_act == ActivationKind::kSilu;
+  MCSERVE_ASSIGN_OR_RETURN(Tensor y, p.Run(ctx, x, layout, state, /*conv_silu=*/silu));
+  if (!silu && options_.qk_act != ActivationKind::kIdentity) {
+    MCSERVE_RETURN_IF_ERROR(Activate(ctx, y, options_.qk_act));
+  }
+  return y;
+}
+
+absl::StatusOr<QkvPipeline::Qkv> QkvPipeline::Run(const Context& ctx, const Tensor& x,
+                                                  const kernels::BatchLayout& layout, LayerState& state) const {
+  const QkvOptions& o = options_;
+  const int64_t t = x.dim(0);
+  MCSERVE_ASSIGN_OR_RETURN(Tensor q, RunQk(ctx, q_, x, layout, state));
+  MCSERVE_ASSIGN_OR_RETURN(Tensor k, RunQk(ctx, k_, x, layout, state));
+  MCSERVE_ASSIGN_OR_RETURN(Tensor v, v_.Run(ctx, x, layout, state));
+  const float eps = o.qk_l2 ? 1e-6f : 0.0f;
+  MCSERVE_RETURN_IF_ERROR(NormalizeRows(ctx, q, o.dk, o.qk_l2, eps, QueryScale(o.dk)));
+  MCSERVE_RETURN_IF_ERROR(NormalizeRows(ctx, k, o.dk, o.qk_l2, eps, 1.0f));
+  Qkv out;
+  MCSERVE_ASSIGN_OR_RETURN(out.q, q.Reshape({t, o.q_heads, o.dk}));
+  MCSERVE_ASSIGN_OR_RETURN(out.k, k.Reshape({t, o.q_heads, o.dk}));
+  MCSERVE_ASSIGN_OR_RETURN(out.v, v.Reshape({t, o.v_heads, o.dv}));
+  return out;
+}
+
+absl::StatusOr<GatedOutput> GatedOutput::Bind(const WeightBinder& w, const std::string& attn, int64_t hidden,
+                                              int64_t heads, int64_t dv, bool use_gate, float eps,
+                                              const std::string& norm_name) {
+  GatedOutput g;
+  g.eps_ = eps;
+  if (use_gate) {
+    MCSERVE_ASSIGN_OR_RETURN(Tensor gp, w.Matrix(attn + "g_proj.weight", {heads * dv, hidden}));
+    g.g_proj_ = std::move(gp);
+  }
+  MCSERVE_ASSIGN_OR_RETURN(g.norm_, w.Float(attn + norm_name + ".weight", {dv}));
+  MCSERVE_ASSIGN_OR_RETURN(g.o_proj_, w.Matrix(attn + "o_proj.weight", {hidden, heads * dv}));
+  return g;
+}
+
+absl::Status GatedOutput::Run(const Context& ctx, const Tensor& x, Tensor& o, Tensor* out) const {
+  std::optional<Tensor> gate;
+  if (g_proj_) {
+    MCSERVE_ASSIGN_OR_RETURN(gate, Project(ctx, x, *g_proj_));
+  }
+  return OutputStage(ctx, o, norm_, gate ? &*gate : nullptr, eps_, o_proj_, out);
+}
+
+absl::StatusOr<Tensor> SigmoidGate(const Context& ctx, const Tensor& x, const Tensor& w, float scale) {
+  MCSERVE_ASSIGN_OR_RETURN(Tensor g, Project(ctx, x, w));
+  MCSERVE_RETURN_IF_ERROR(Activate(ctx, g, ActivationKind::kSigmoid, scale));
+  return g;
+}
+
+}  // namespace mcserve::engine

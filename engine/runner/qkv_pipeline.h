@@ -1,0 +1,69 @@
+// The token pipeline and output stage shared by the delta-style mixers (DeltaNet, gated DeltaNet,
+// SWLA, Titans): q, k, v projections with short convs and activations, q/k normalisation and
+// scaling, and the per-head output norm, optional swish gate and o_proj. Scheduler thread.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/runner/mixer_ops.h"
+
+namespace mcserve::engine {
+
+struct QkvOptions {
+  int64_t q_heads = 0, v_heads = 0;  // q and k share q_heads
+  int64_t dk = 0, dv = 0;
+  bool use_conv = true;
+  int64_t conv_size = 4;
+  kernels::ActivationKind qk_act = kernels::ActivationKind::kSilu;  // SiLU runs inside the conv
+  bool qk_l2 = true;  // L2 (eps 1e-6); false: sum normalisation (no eps)
+};
+
+class QkvPipeline {
+ public:
+  // Binds `<attn>{q,k,v}_proj.weight` (and `{q,k,v}_conv1d.weight` with convs).
+  static absl::StatusOr<QkvPipeline> Bind(const WeightBinder& w, const std::string& attn, int64_t hidden,
+                                          const QkvOptions& options);
+  void AddStateSpecs(std::vector<StateSpec>* specs) const;
+
+  struct Qkv {
+    kernels::Tensor q;  // [T, q_heads, dk], normalised and scaled by dk^-0.5
+    kernels::Tensor k;  // [T, q_heads, dk], normalised
+    kernels::Tensor v;  // [T, v_heads, dv]
+  };
+  absl::StatusOr<Qkv> Run(const kernels::Context& ctx, const kernels::Tensor& x,
+                          const kernels::BatchLayout& layout, LayerState& state) const;
+
+ private:
+  absl::StatusOr<kernels::Tensor> RunQk(const kernels::Context& ctx, const ConvProjection& p,
+                                        const kernels::Tensor& x, const kernels::BatchLayout& layout,
+                                        LayerState& state) const;
+  QkvOptions options_;
+  ConvProjection q_, k_, v_;
+};
+
+// Per-head RMSNorm (weight `<attn><norm_name>.weight` [dv]), times swish(g_proj x) when gated, then
+// o_proj [hidden, heads·dv].
+class GatedOutput {
+ public:
+  static absl::StatusOr<GatedOutput> Bind(const WeightBinder& w, const std::string& attn, int64_t hidden,
+                                          int64_t heads, int64_t dv, bool use_gate, float eps,
+                                          const std::string& norm_name);
+  // o [T, heads, dv] (normalised in place), x [T, hidden] (for the gate) → out [T, hidden].
+  absl::Status Run(const kernels::Context& ctx, const kernels::Tensor& x, kernels::Tensor& o,
+                   kernels::Tensor* out) const;
+
+ private:
+  std::optional<kernels::Tensor> g_proj_;  // [heads·dv, hidden]
+  kernels::Tensor norm_;                   // [dv]
+  kernels::Tensor o_proj_;                 // [hidden, heads·dv]
+  float eps_ = 1e-6f;
+};
+
+// σ(W x)·scale for a per-head scalar gate: W [heads, hidden] → [T, heads].
+absl::StatusOr<kernels::Tensor> SigmoidGate(const kernels::Context& ctx, const kernels::Tensor& x,
+                                            const kernels::Tensor& w, float scale = 1.0f);
+
+}  // namespace mcserve::engine

@@ -1,0 +1,64 @@
+#include "engine/runner/state_pool.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/core/status_macros.h"
+
+namespace mcserve::engine {
+
+using kernels::Tensor;
+
+Tensor& LayerState::at(const std::string& name) {
+  auto it = tensors_.find(name);
+  MCSERVE_CHECK(it != tensors_.end());
+  return it->second;
+}
+
+absl::StatusOr<StatePool> StatePool::Create(const std::vector<std::vector<StateSpec>>& layer_specs,
+                                            int num_slots, kernels::Device device) {
+  if (num_slots <= 0) return absl::InvalidArgumentError(absl::StrCat("state pool needs slots, got ", num_slots));
+  StatePool pool;
+  pool.num_slots_ = num_slots;
+  pool.layers_.resize(layer_specs.size());
+  for (size_t l = 0; l < layer_specs.size(); ++l) {
+    for (const StateSpec& spec : layer_specs[l]) {
+      kernels::Shape shape = spec.per_slot;
+      shape.insert(shape.begin(), num_slots);
+      MCSERVE_ASSIGN_OR_RETURN(Tensor t, Tensor::Zeros(kernels::DType::kF32, shape, device));
+      pool.bytes_per_slot_ += t.nbytes() / num_slots;
+      pool.layers_[l].tensors().emplace(spec.name, std::move(t));
+    }
+  }
+  for (int s = num_slots - 1; s >= 0; --s) pool.free_.push_back(s);
+  return pool;
+}
+
+absl::StatusOr<int> StatePool::Acquire() {
+  if (free_.empty()) {
+    return absl::ResourceExhaustedError(absl::StrCat("all ", num_slots_, " state slots are in use"));
+  }
+  int slot = free_.back();
+  free_.pop_back();
+  MCSERVE_RETURN_IF_ERROR(Reset(slot));
+  return slot;
+}
+
+void StatePool::Release(int slot) {
+  MCSERVE_CHECK(slot >= 0 && slot < num_slots_);
+  MCSERVE_CHECK(std::find(free_.begin(), free_.end(), slot) == free_.end());
+  free_.push_back(slot);
+}
+
+absl::Status StatePool::Reset(int slot) {
+  for (LayerState& layer : layers_) {
+    for (auto& [name, tensor] : layer.tensors()) {
+      Tensor row = tensor.Rows(slot, slot + 1);
+      std::vector<float> zeros(row.numel(), 0.0f);
+      MCSERVE_RETURN_IF_ERROR(row.CopyFromHost(zeros));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace mcserve::engine

@@ -1,0 +1,59 @@
+// StatePool: the per-request recurrent state of every layer, in fixed slots. Each layer owns named
+// tensors of shape [num_slots, ...] (memory, conv windows, auxiliary vectors); a request holds one
+// slot for its lifetime. Owned and mutated by the scheduler thread only.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "kernels/core/tensor.h"
+
+namespace mcserve::engine {
+
+// One state tensor a layer needs per slot, e.g. {"memory", {Hs, K, V}}.
+struct StateSpec {
+  std::string name;
+  kernels::Shape per_slot;  // shape of one slot's part, without the leading [num_slots]
+};
+
+// The state tensors of one layer; each is [num_slots, ...per_slot] F32.
+class LayerState {
+ public:
+  // The tensor registered under `name`; aborts if absent (a broken internal invariant).
+  kernels::Tensor& at(const std::string& name);
+  absl::flat_hash_map<std::string, kernels::Tensor>& tensors() { return tensors_; }
+
+ private:
+  absl::flat_hash_map<std::string, kernels::Tensor> tensors_;
+};
+
+class StatePool {
+ public:
+  // Allocates num_slots slots for layers with the given specs, all zero, all free.
+  static absl::StatusOr<StatePool> Create(const std::vector<std::vector<StateSpec>>& layer_specs,
+                                          int num_slots, kernels::Device device);
+
+  int num_slots() const { return num_slots_; }
+  int num_free() const { return static_cast<int>(free_.size()); }
+  // Bytes of state per slot across all layers.
+  int64_t bytes_per_slot() const { return bytes_per_slot_; }
+
+  // Takes a free slot and zeroes its state; ResourceExhausted when none is free.
+  absl::StatusOr<int> Acquire();
+  // Returns a slot to the free list.
+  void Release(int slot);
+  // Zeroes every layer's state of `slot` (a fresh sequence).
+  absl::Status Reset(int slot);
+
+  LayerState& layer(int i) { return layers_[i]; }
+
+ private:
+  std::vector<LayerState> layers_;
+  std::vector<int> free_;
+  int num_slots_ = 0;
+  int64_t bytes_per_slot_ = 0;
+};
+
+}  // namespace mcserve::engine

@@ -1,0 +1,30 @@
+#include "engine/runner/weight_binder.h"
+
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/core/status_macros.h"
+
+namespace mcserve::engine {
+
+using kernels::Tensor;
+
+absl::StatusOr<Tensor> WeightBinder::Matrix(std::string_view name, const kernels::Shape& shape) const {
+  MCSERVE_ASSIGN_OR_RETURN(Tensor t, store_->Get(name, shape));
+  if (t.dtype() == kernels::DType::kI32) {
+    return absl::InvalidArgumentError(absl::StrCat(store_->FileOf(name), ": tensor ", std::string(name),
+                                                   " has dtype I32; weights must be F32, F16 or BF16"));
+  }
+  if (device_ == kernels::Device::kCpu) return t;
+  MCSERVE_ASSIGN_OR_RETURN(std::vector<float> host, t.ToHostF32());
+  return Tensor::FromHost(host, shape, device_);
+}
+
+absl::StatusOr<Tensor> WeightBinder::Float(std::string_view name, const kernels::Shape& shape) const {
+  MCSERVE_ASSIGN_OR_RETURN(Tensor t, Matrix(name, shape));
+  if (t.dtype() == kernels::DType::kF32 && t.device() == device_) return t;
+  MCSERVE_ASSIGN_OR_RETURN(std::vector<float> host, t.ToHostF32());
+  return Tensor::FromHost(host, shape, device_);
+}
+
+}  // namespace mcserve::engine

@@ -1,0 +1,32 @@
+// WeightBinder: fetches a model's tensors by name with the shapes its config implies, so that every
+// weight is validated before use. Matrices keep their on-disk dtype (F32/BF16/F16, read by the GEMM);
+// vectors and small tensors are widened to F32 on the model's device. Used while loading only.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "engine/model/weights.h"
+#include "kernels/core/tensor.h"
+
+namespace mcserve::engine {
+
+class WeightBinder {
+ public:
+  WeightBinder(std::shared_ptr<const WeightStore> store, kernels::Device device)
+      : store_(std::move(store)), device_(device) {}
+
+  // A matrix (projection, embedding) with exactly `shape`, in its stored dtype.
+  absl::StatusOr<kernels::Tensor> Matrix(std::string_view name, const kernels::Shape& shape) const;
+  // A tensor with exactly `shape`, converted to F32.
+  absl::StatusOr<kernels::Tensor> Float(std::string_view name, const kernels::Shape& shape) const;
+  bool Has(std::string_view name) const { return store_->Has(name); }
+
+ private:
+  std::shared_ptr<const WeightStore> store_;
+  kernels::Device device_;
+};
+
+}  // namespace mcserve::engine
