@@ -358,6 +358,23 @@ def export_bench_model(d, dtype="f32", seed=20240601):
     return d, n
 
 
+def export_tiny_model(d, seed=20261122):
+    """The bundled default model (models/mcserve-tiny): a random gated_deltanet with the fixture
+    tokenizer, hidden 64, 4 layers. Its text is gibberish until a trained model replaces it."""
+    config = cfg("gated_deltanet", drop=("intermediate_size",), vocab_size=320, hidden_size=64,
+                 num_hidden_layers=4, num_heads=2, head_dim=32, expand_v=1.0, num_v_heads=None,
+                 use_gate=True, use_short_conv=True, conv_size=4, allow_neg_eigval=False, hidden_ratio=2)
+    rng = np.random.RandomState(seed)
+    params = init_params(param_specs(config), rng, {})
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(config, f, indent=2, sort_keys=True)
+        f.write("\n")
+    st.save_file(to_tensors(params, "F32"), os.path.join(d, "model.safetensors"))
+    shutil.copyfile(TOKENIZER, os.path.join(d, "tokenizer.model"))
+    return d
+
+
 def _sha(path):
     with open(path, "rb") as f:
         return hashlib.sha256(f.read()).hexdigest()[:16]
@@ -370,6 +387,7 @@ def main(argv=None):
     ap.add_argument("--train-tokenizer", action="store_true")
     ap.add_argument("--bench-model", metavar="DIR")
     ap.add_argument("--dtype", default="f32", choices=["f32", "bf16"])
+    ap.add_argument("--tiny-model", metavar="DIR", help="write the bundled default model to DIR")
     ap.add_argument("--list", action="store_true")
     a = ap.parse_args(argv)
     torch.set_num_threads(1)
@@ -379,6 +397,9 @@ def main(argv=None):
     if a.train_tokenizer:
         train_tokenizer()
         print("tokenizer.model", _sha(TOKENIZER))
+        return
+    if a.tiny_model:
+        print(export_tiny_model(a.tiny_model))
         return
     if a.bench_model:
         d, n = export_bench_model(a.bench_model, a.dtype)

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <iostream>
 #include <string>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -77,9 +78,29 @@ int Run() {
 
 }  // namespace
 
+// Accepts the dashed spelling of every flag (--max-tokens) as well as absl's (--max_tokens).
+static std::vector<char*> NormalizeFlagNames(int argc, char** argv, std::vector<std::string>* storage) {
+  storage->reserve(argc);
+  std::vector<char*> out;
+  for (int i = 0; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (i > 0 && arg.rfind("--", 0) == 0) {
+      const size_t end = std::min(arg.find('='), arg.size());
+      for (size_t j = 2; j < end; ++j) {
+        if (arg[j] == '-') arg[j] = '_';
+      }
+    }
+    storage->push_back(std::move(arg));
+    out.push_back(storage->back().data());
+  }
+  return out;
+}
+
 int main(int argc, char** argv) {
+  std::vector<std::string> storage;
+  std::vector<char*> args = NormalizeFlagNames(argc, argv, &storage);
   absl::SetProgramUsageMessage("mcserve-run --model DIR --prompt TEXT [--max-tokens N] [--temperature T] "
                                "[--top-p P] [--seed S]: generate text offline and stream it to stdout");
-  absl::ParseCommandLine(argc, argv);
+  absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
   return Run();
 }
