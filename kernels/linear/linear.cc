@@ -20,6 +20,7 @@ absl::Status Validate(const LinearArgs& a) {
   if (x.device() != w.device() || x.device() != out.device()) {
     return absl::InvalidArgumentError("Linear: tensors on different devices");
   }
+  if (out.read_only()) return absl::InvalidArgumentError("Linear: out is read-only");
   return absl::OkStatus();
 }
 

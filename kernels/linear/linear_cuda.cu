@@ -1,5 +1,6 @@
 // CUDA Linear: cuBLAS GEMM lands with the CUDA backend issue; this compiles the op's CUDA entry.
 #include "kernels/linear/linear.h"
+#include "kernels/linear/linear_math.h"
 
 namespace mcserve::kernels::internal {
 

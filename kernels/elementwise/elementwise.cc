@@ -1,0 +1,115 @@
+#include "kernels/elementwise/elementwise.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace mcserve::kernels {
+namespace {
+
+bool ValidKind(ActivationKind k) {
+  switch (k) {
+    case ActivationKind::kIdentity:
+    case ActivationKind::kSilu:
+    case ActivationKind::kSigmoid:
+    case ActivationKind::kRelu:
+    case ActivationKind::kEluPlusOne:
+      return true;
+  }
+  return false;
+}
+
+// Checks that `t` is an F32 tensor shaped like `like` on the same device.
+absl::Status SameF32(const char* op, const char* name, const Tensor* t, const Tensor& like) {
+  if (t == nullptr) return absl::InvalidArgumentError(absl::StrCat(op, ": ", name, " is required"));
+  if (t->dtype() != DType::kF32 || t->shape() != like.shape()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": ", name, " ", t->DebugString(), " (want F32 ", ShapeString(like.shape()), ")"));
+  }
+  if (t->device() != like.device()) {
+    return absl::InvalidArgumentError(absl::StrCat(op, ": tensors on different devices"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Writable(const char* op, const Tensor& out) {
+  if (out.read_only()) return absl::InvalidArgumentError(absl::StrCat(op, ": out is read-only"));
+  return absl::OkStatus();
+}
+
+absl::Status ValidateActivation(const ActivationArgs& a) {
+  if (!ValidKind(a.kind)) return absl::InvalidArgumentError("Activation: unknown kind");
+  if (a.x == nullptr || a.x->dtype() != DType::kF32) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Activation: x ", a.x == nullptr ? "missing" : a.x->DebugString(), " (want F32)"));
+  }
+  if (absl::Status s = SameF32("Activation", "out", a.out, *a.x); !s.ok()) return s;
+  return Writable("Activation", *a.out);
+}
+
+absl::Status ValidateAdd(const AddArgs& a) {
+  if (a.a == nullptr || a.a->dtype() != DType::kF32) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Add: a ", a.a == nullptr ? "missing" : a.a->DebugString(), " (want F32)"));
+  }
+  if (absl::Status s = SameF32("Add", "b", a.b, *a.a); !s.ok()) return s;
+  if (absl::Status s = SameF32("Add", "out", a.out, *a.a); !s.ok()) return s;
+  return Writable("Add", *a.out);
+}
+
+absl::Status ValidateSwiGlu(const SwiGluArgs& a) {
+  if (a.gate == nullptr || a.gate->dtype() != DType::kF32 || a.gate->rank() != 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("SwiGlu: gate ", a.gate == nullptr ? "missing" : a.gate->DebugString(), " (want F32 [m, I])"));
+  }
+  if (absl::Status s = SameF32("SwiGlu", "up", a.up, *a.gate); !s.ok()) return s;
+  if (absl::Status s = SameF32("SwiGlu", "out", a.out, *a.gate); !s.ok()) return s;
+  return Writable("SwiGlu", *a.out);
+}
+
+}  // namespace
+
+absl::Status Activation(const Context& ctx, const ActivationArgs& args) {
+  if (absl::Status s = ValidateActivation(args); !s.ok()) return s;
+  switch (ctx.device) {
+    case Device::kCpu:
+      return internal::ActivationCpu(ctx, args);
+    case Device::kCuda:
+#if defined(MCSERVE_WITH_CUDA)
+      return internal::ActivationCuda(ctx, args);
+#else
+      return absl::UnimplementedError("built without CUDA");
+#endif
+  }
+  return absl::InternalError("Activation: unknown device");
+}
+
+absl::Status Add(const Context& ctx, const AddArgs& args) {
+  if (absl::Status s = ValidateAdd(args); !s.ok()) return s;
+  switch (ctx.device) {
+    case Device::kCpu:
+      return internal::AddCpu(ctx, args);
+    case Device::kCuda:
+#if defined(MCSERVE_WITH_CUDA)
+      return internal::AddCuda(ctx, args);
+#else
+      return absl::UnimplementedError("built without CUDA");
+#endif
+  }
+  return absl::InternalError("Add: unknown device");
+}
+
+absl::Status SwiGlu(const Context& ctx, const SwiGluArgs& args) {
+  if (absl::Status s = ValidateSwiGlu(args); !s.ok()) return s;
+  switch (ctx.device) {
+    case Device::kCpu:
+      return internal::SwiGluCpu(ctx, args);
+    case Device::kCuda:
+#if defined(MCSERVE_WITH_CUDA)
+      return internal::SwiGluCuda(ctx, args);
+#else
+      return absl::UnimplementedError("built without CUDA");
+#endif
+  }
+  return absl::InternalError("SwiGlu: unknown device");
+}
+
+}  // namespace mcserve::kernels

@@ -1,0 +1,71 @@
+// CPU element-wise ops: flat loops over all elements, threaded in contiguous chunks when large.
+#include <algorithm>
+#include <cstdint>
+
+#include "kernels/core/tensor_data.h"
+#include "kernels/cpu/thread_pool.h"
+#include "kernels/elementwise/elementwise.h"
+#include "kernels/elementwise/elementwise_math.h"
+
+namespace mcserve::kernels::internal {
+namespace {
+
+constexpr int64_t kMinParallelElements = 1 << 16;
+constexpr int64_t kChunk = 4096;  // elements per ParallelFor index
+
+// Runs fn(begin, end) over element ranges covering [0, n), threaded when n is large.
+template <class Fn>
+void ForElements(const Context& ctx, int64_t n, const Fn& fn) {
+  if (n < kMinParallelElements || ctx.pool == nullptr) {
+    fn(int64_t{0}, n);
+    return;
+  }
+  cpu::ParallelFor(ctx.pool, (n + kChunk - 1) / kChunk, [&](int64_t c0, int64_t c1) {
+    fn(c0 * kChunk, std::min(n, c1 * kChunk));
+  });
+}
+
+template <ActivationKind kKind>
+void ActivateRange(const float* x, float scale, float* out, int64_t begin, int64_t end) {
+  for (int64_t i = begin; i < end; ++i) out[i] = scale * elementwise_math::Activate(kKind, x[i]);
+}
+
+}  // namespace
+
+absl::Status ActivationCpu(const Context& ctx, const ActivationArgs& args) {
+  const float* x = Data<float>(*args.x);
+  float* out = Data<float>(*args.out);
+  const float scale = args.scale;
+  ForElements(ctx, args.x->numel(), [&](int64_t b, int64_t e) {
+    switch (args.kind) {  // one instantiation per kind keeps the inner loop branch-free
+      case ActivationKind::kIdentity: return ActivateRange<ActivationKind::kIdentity>(x, scale, out, b, e);
+      case ActivationKind::kSilu: return ActivateRange<ActivationKind::kSilu>(x, scale, out, b, e);
+      case ActivationKind::kSigmoid: return ActivateRange<ActivationKind::kSigmoid>(x, scale, out, b, e);
+      case ActivationKind::kRelu: return ActivateRange<ActivationKind::kRelu>(x, scale, out, b, e);
+      case ActivationKind::kEluPlusOne: return ActivateRange<ActivationKind::kEluPlusOne>(x, scale, out, b, e);
+    }
+  });
+  return absl::OkStatus();
+}
+
+absl::Status AddCpu(const Context& ctx, const AddArgs& args) {
+  const float* a = Data<float>(*args.a);
+  const float* b = Data<float>(*args.b);
+  float* out = Data<float>(*args.out);
+  ForElements(ctx, args.a->numel(), [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) out[i] = a[i] + b[i];
+  });
+  return absl::OkStatus();
+}
+
+absl::Status SwiGluCpu(const Context& ctx, const SwiGluArgs& args) {
+  const float* gate = Data<float>(*args.gate);
+  const float* up = Data<float>(*args.up);
+  float* out = Data<float>(*args.out);
+  ForElements(ctx, args.gate->numel(), [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) out[i] = elementwise_math::SwiGlu(gate[i], up[i]);
+  });
+  return absl::OkStatus();
+}
+
+}  // namespace mcserve::kernels::internal

@@ -1,0 +1,35 @@
+// Per-element math of the element-wise ops, shared by the CPU and CUDA backends.
+#pragma once
+
+#include <cmath>
+
+#include "kernels/core/hd.h"
+#include "kernels/elementwise/elementwise.h"
+
+namespace mcserve::kernels::elementwise_math {
+
+// 1 / (1 + e^-x), saturating cleanly to 0 and 1.
+MCSERVE_HD float Sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+// x · sigmoid(x).
+MCSERVE_HD float Silu(float x) { return x * Sigmoid(x); }
+
+// elu(x) + 1: x + 1 for x > 0, else e^x (exact form of (e^x − 1) + 1).
+MCSERVE_HD float EluPlusOne(float x) { return x > 0.0f ? x + 1.0f : expf(x); }
+
+// act(x) for one element.
+MCSERVE_HD float Activate(ActivationKind kind, float x) {
+  switch (kind) {
+    case ActivationKind::kIdentity: return x;
+    case ActivationKind::kSilu: return Silu(x);
+    case ActivationKind::kSigmoid: return Sigmoid(x);
+    case ActivationKind::kRelu: return x > 0.0f ? x : 0.0f;
+    case ActivationKind::kEluPlusOne: return EluPlusOne(x);
+  }
+  return x;
+}
+
+// silu(gate) · up: the SwiGLU combination.
+MCSERVE_HD float SwiGlu(float gate, float up) { return Silu(gate) * up; }
+
+}  // namespace mcserve::kernels::elementwise_math

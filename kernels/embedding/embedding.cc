@@ -1,0 +1,55 @@
+#include "kernels/embedding/embedding.h"
+
+#include "absl/strings/str_cat.h"
+#include "kernels/core/tensor_data.h"
+#include "kernels/embedding/embedding_math.h"
+
+namespace mcserve::kernels {
+namespace {
+
+absl::Status Validate(const EmbeddingArgs& a) {
+  if (a.table == nullptr || a.ids == nullptr || a.out == nullptr) {
+    return absl::InvalidArgumentError("Embedding: table, ids and out are required");
+  }
+  const Tensor &table = *a.table, &ids = *a.ids, &out = *a.out;
+  if (table.dtype() == DType::kI32 || table.rank() != 2 || ids.dtype() != DType::kI32 || ids.rank() != 1 ||
+      out.dtype() != DType::kF32 || out.rank() != 2 || out.dim(0) != ids.dim(0) || out.dim(1) != table.dim(1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Embedding: table ", table.DebugString(), ", ids ", ids.DebugString(), ", out ", out.DebugString(),
+        " (want table F32|BF16|F16 [vocab, H], ids I32 [m], out F32 [m, H])"));
+  }
+  if (table.device() != ids.device() || table.device() != out.device()) {
+    return absl::InvalidArgumentError("Embedding: tensors on different devices");
+  }
+  if (out.read_only()) return absl::InvalidArgumentError("Embedding: out is read-only");
+  if (ids.device() == Device::kCpu) {  // device-resident ids are checked by the device kernel
+    const int32_t* id = Data<int32_t>(ids);
+    const int64_t vocab = table.dim(0);
+    for (int64_t i = 0; i < ids.dim(0); ++i) {
+      if (!embedding_math::IdInRange(id[i], vocab)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("Embedding: token id ", id[i], " at position ", i, " outside vocab [0, ", vocab, ")"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status Embedding(const Context& ctx, const EmbeddingArgs& args) {
+  if (absl::Status s = Validate(args); !s.ok()) return s;
+  switch (ctx.device) {
+    case Device::kCpu:
+      return internal::EmbeddingCpu(ctx, args);
+    case Device::kCuda:
+#if defined(MCSERVE_WITH_CUDA)
+      return internal::EmbeddingCuda(ctx, args);
+#else
+      return absl::UnimplementedError("built without CUDA");
+#endif
+  }
+  return absl::InternalError("Embedding: unknown device");
+}
+
+}  // namespace mcserve::kernels

@@ -1,0 +1,44 @@
+// CPU Gate: per-element decay factors; threaded over rows (tokens) when the tensor is large.
+#include <vector>
+
+#include "kernels/core/status_macros.h"
+#include "kernels/core/tensor_data.h"
+#include "kernels/cpu/thread_pool.h"
+#include "kernels/gate/gate.h"
+#include "kernels/gate/gate_math.h"
+
+namespace mcserve::kernels::internal {
+namespace {
+
+constexpr int64_t kMinParallelElements = 1 << 15;
+
+}  // namespace
+
+absl::Status GateCpu(const Context& ctx, const GateArgs& args) {
+  const int64_t rows = args.x->dim(0), n = args.x->dim(1);
+  const float* x = Data<float>(*args.x);
+  float* out = Data<float>(*args.out);
+  cpu::ThreadPool* pool = rows * n >= kMinParallelElements ? ctx.pool : nullptr;
+  if (args.kind == GateKind::kSoftplusDecay) {
+    MCSERVE_ASSIGN_OR_RETURN(std::vector<float> a_log, args.a_log->ToHostF32());      // [H]
+    MCSERVE_ASSIGN_OR_RETURN(std::vector<float> dt_bias, args.dt_bias->ToHostF32());  // [H]
+    cpu::ParallelFor(pool, rows, [&](int64_t begin, int64_t end) {
+      for (int64_t t = begin; t < end; ++t) {
+        for (int64_t h = 0; h < n; ++h) {
+          out[t * n + h] = gate_math::SoftplusDecay(x[t * n + h], a_log[h], dt_bias[h]);
+        }
+      }
+    });
+  } else {
+    const float normalizer = args.normalizer, clamp_min = args.clamp_min;
+    const bool has_clamp = args.has_clamp_min;
+    cpu::ParallelFor(pool, rows, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin * n; i < end * n; ++i) {
+        out[i] = gate_math::LogSigmoidDecay(x[i], normalizer, has_clamp, clamp_min);
+      }
+    });
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace mcserve::kernels::internal

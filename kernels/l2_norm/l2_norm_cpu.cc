@@ -1,0 +1,28 @@
+// CPU L2Norm: rows are independent; threaded over rows when the tensor is large.
+#include "kernels/core/tensor_data.h"
+#include "kernels/cpu/thread_pool.h"
+#include "kernels/l2_norm/l2_norm.h"
+#include "kernels/l2_norm/l2_norm_math.h"
+
+namespace mcserve::kernels::internal {
+namespace {
+
+constexpr int64_t kMinParallelElements = 1 << 16;
+
+}  // namespace
+
+absl::Status L2NormCpu(const Context& ctx, const L2NormArgs& args) {
+  const int64_t rows = args.x->dim(0), n = args.x->dim(1);
+  const float* x = Data<float>(*args.x);
+  float* out = Data<float>(*args.out);
+  cpu::ThreadPool* pool = rows * n >= kMinParallelElements ? ctx.pool : nullptr;
+  cpu::ParallelFor(pool, rows, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float f = l2_norm_math::RowFactor(args.kind, x + r * n, n, args.eps, args.scale);
+      l2_norm_math::ScaleRow(x + r * n, n, f, out + r * n);
+    }
+  });
+  return absl::OkStatus();
+}
+
+}  // namespace mcserve::kernels::internal

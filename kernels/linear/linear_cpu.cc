@@ -1,0 +1,237 @@
+// CPU Linear. Small batches (decode, m ≤ 8) run a register-blocked GEMV that streams each weight row
+// once and widens BF16/F16 on the fly (AVX2/F16C/FMA), threaded over output rows. Larger batches
+// use OpenBLAS sgemm: directly for F32 weights, and on blocks of weight rows widened to F32 for
+// BF16/F16 weights.
+#include <cblas.h>
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+#include <vector>
+
+#include "kernels/core/tensor_data.h"
+#include "kernels/cpu/thread_pool.h"
+#include "kernels/linear/linear.h"
+#include "kernels/linear/linear_math.h"
+
+namespace mcserve::kernels::internal {
+namespace {
+
+constexpr int64_t kGemvMaxRows = 8;            // m up to this runs the GEMV kernel
+constexpr int64_t kMinParallelMacs = 1 << 19;  // below this, waking the pool costs more than it saves
+constexpr int64_t kConvertBlockBytes = 1 << 20;  // F32 size of one widened weight block (m > 8)
+
+// Weight element types: 8-lane widening loads and scalar widening for tails.
+struct F32W {
+  using T = float;
+  static __m256 Load8(const float* p) { return _mm256_loadu_ps(p); }
+  static float One(float v) { return linear_math::WeightToF32(v); }
+};
+struct Bf16W {
+  using T = uint16_t;
+  static __m256 Load8(const uint16_t* p) {
+    __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  }
+  static float One(uint16_t v) { return linear_math::Bf16WeightToF32(v); }
+};
+struct F16W {
+  using T = uint16_t;
+  static __m256 Load8(const uint16_t* p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  static float One(uint16_t v) { return linear_math::F16WeightToF32(v); }
+};
+
+inline float HorizontalSum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  __m128 sh = _mm_movehdup_ps(s);
+  s = _mm_add_ps(s, sh);
+  sh = _mm_movehl_ps(sh, s);
+  return _mm_cvtss_f32(_mm_add_ss(s, sh));
+}
+
+// out[i, r] (+)= x[i, :] · w[r, :] for i < M, r < R.
+// x: [M, k] (row stride k), w: R rows of [k], out: row stride ldo. For BF16, xs is x with every
+// 16-element chunk split into its even then odd elements (see SplitEvenOdd), so one 256-bit load of
+// 16 weights widens with a shift (even) and a mask (odd) instead of a cross-lane zero-extension.
+template <class W, int M, int R>
+inline void GemvBlock(const float* x, const float* xs, const typename W::T* w, int64_t k, float* out,
+                      int64_t ldo, bool accumulate) {
+  __m256 acc[M][R];
+  for (int i = 0; i < M; ++i)
+    for (int r = 0; r < R; ++r) acc[i][r] = _mm256_setzero_ps();
+  int64_t done = 0;
+  if constexpr (std::is_same_v<W, Bf16W>) {
+    const __m256i odd_mask = _mm256_set1_epi32(static_cast<int>(0xffff0000u));
+    done = k & ~int64_t{15};
+    for (int64_t c = 0; c < done; c += 16) {
+      __m256 we[R], wo[R];
+      for (int r = 0; r < R; ++r) {
+        __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + r * k + c));
+        we[r] = _mm256_castsi256_ps(_mm256_slli_epi32(raw, 16));
+        wo[r] = _mm256_castsi256_ps(_mm256_and_si256(raw, odd_mask));
+      }
+      for (int i = 0; i < M; ++i) {
+        __m256 xe = _mm256_loadu_ps(xs + i * k + c), xo = _mm256_loadu_ps(xs + i * k + c + 8);
+        for (int r = 0; r < R; ++r) {
+          acc[i][r] = _mm256_fmadd_ps(xe, we[r], acc[i][r]);
+          acc[i][r] = _mm256_fmadd_ps(xo, wo[r], acc[i][r]);
+        }
+      }
+    }
+  } else {
+    done = k & ~int64_t{7};
+    for (int64_t c = 0; c < done; c += 8) {
+      __m256 wv[R];
+      for (int r = 0; r < R; ++r) wv[r] = W::Load8(w + r * k + c);
+      for (int i = 0; i < M; ++i) {
+        __m256 xv = _mm256_loadu_ps(x + i * k + c);
+        for (int r = 0; r < R; ++r) acc[i][r] = _mm256_fmadd_ps(xv, wv[r], acc[i][r]);
+      }
+    }
+  }
+  for (int i = 0; i < M; ++i) {
+    for (int r = 0; r < R; ++r) {
+      float s = HorizontalSum(acc[i][r]);
+      for (int64_t c = done; c < k; ++c) s += x[i * k + c] * W::One(w[r * k + c]);
+      float& o = out[i * ldo + r];
+      o = accumulate ? o + s : s;
+    }
+  }
+}
+
+// xs[i, chunk] = even elements then odd elements of each full 16-element chunk of x[i, :]
+// (the tail past the last full chunk is not written); x, xs: [m, k].
+void SplitEvenOdd(const float* x, int64_t m, int64_t k, float* xs) {
+  const int64_t k16 = k & ~int64_t{15};
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t c = 0; c < k16; c += 16) {
+      for (int j = 0; j < 8; ++j) {
+        xs[i * k + c + j] = x[i * k + c + 2 * j];
+        xs[i * k + c + 8 + j] = x[i * k + c + 2 * j + 1];
+      }
+    }
+  }
+}
+
+// Output-row blocking per batch size: keeps M·R accumulators + R weight vectors within 16 ymm.
+template <int M>
+constexpr int RowsPerBlock() {
+  return M <= 2 ? 4 : M == 3 ? 3 : M <= 6 ? 2 : 1;
+}
+
+// Output columns [j0, j1) of out[M, n] (+)= x[M, k] · w[n, k]ᵀ.
+template <class W, int M>
+void GemvRange(const float* x, const float* xs, const typename W::T* w, int64_t k, float* out, int64_t n,
+               bool accumulate, int64_t j0, int64_t j1) {
+  constexpr int R = RowsPerBlock<M>();
+  int64_t j = j0;
+  for (; j + R <= j1; j += R) GemvBlock<W, M, R>(x, xs, w + j * k, k, out + j, n, accumulate);
+  for (; j < j1; ++j) GemvBlock<W, M, 1>(x, xs, w + j * k, k, out + j, n, accumulate);
+}
+
+template <class W>
+void GemvRangeDispatch(int64_t m, const float* x, const float* xs, const typename W::T* w, int64_t k,
+                       float* out, int64_t n, bool accumulate, int64_t j0, int64_t j1) {
+  switch (m) {
+    case 1: return GemvRange<W, 1>(x, xs, w, k, out, n, accumulate, j0, j1);
+    case 2: return GemvRange<W, 2>(x, xs, w, k, out, n, accumulate, j0, j1);
+    case 3: return GemvRange<W, 3>(x, xs, w, k, out, n, accumulate, j0, j1);
+    case 4: return GemvRange<W, 4>(x, xs, w, k, out, n, accumulate, j0, j1);
+    case 5: return GemvRange<W, 5>(x, xs, w, k, out, n, accumulate, j0, j1);
+    case 6: return GemvRange<W, 6>(x, xs, w, k, out, n, accumulate, j0, j1);
+    case 7: return GemvRange<W, 7>(x, xs, w, k, out, n, accumulate, j0, j1);
+    case 8: return GemvRange<W, 8>(x, xs, w, k, out, n, accumulate, j0, j1);
+  }
+}
+
+template <class W>
+void Gemv(const Context& ctx, int64_t m, const float* x, const typename W::T* w, int64_t k, float* out,
+          int64_t n, bool accumulate) {
+  const float* xs = x;
+  if constexpr (std::is_same_v<W, Bf16W>) {
+    thread_local std::vector<float> split;
+    split.resize(static_cast<size_t>(m * k));
+    SplitEvenOdd(x, m, k, split.data());
+    xs = split.data();
+  }
+  cpu::ThreadPool* pool = m * n * k >= kMinParallelMacs ? ctx.pool : nullptr;
+  cpu::ParallelFor(pool, n, [&](int64_t j0, int64_t j1) {
+    GemvRangeDispatch<W>(m, x, xs, w, k, out, n, accumulate, j0, j1);
+  });
+}
+
+// Widens rows of a BF16/F16 weight to F32; src, dst: [rows, k].
+template <class W>
+void WidenRows(const typename W::T* src, float* dst, int64_t count) {
+  int64_t i = 0;
+  for (; i + 8 <= count; i += 8) _mm256_storeu_ps(dst + i, W::Load8(src + i));
+  for (; i < count; ++i) dst[i] = W::One(src[i]);
+}
+
+// out[m, n] (+)= x[m, k] · w[n, k]ᵀ for BF16/F16 w: widen blocks of weight rows (threaded), then sgemm.
+template <class W>
+void BlockedGemm(const Context& ctx, int64_t m, const float* x, const typename W::T* w, int64_t k, float* out,
+                 int64_t n, bool accumulate) {
+  const int64_t block_rows = std::clamp<int64_t>(kConvertBlockBytes / (k * 4), 16, n);
+  thread_local std::vector<float> buffer;
+  buffer.resize(static_cast<size_t>(block_rows * k));
+  float* buf = buffer.data();
+  for (int64_t j0 = 0; j0 < n; j0 += block_rows) {
+    const int64_t rows = std::min(block_rows, n - j0);
+    const typename W::T* src = w + j0 * k;
+    cpu::ParallelFor(ctx.pool, rows, [&](int64_t r0, int64_t r1) {
+      WidenRows<W>(src + r0 * k, buf + r0 * k, (r1 - r0) * k);
+    });
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(rows),
+                static_cast<int>(k), 1.0f, x, static_cast<int>(k), buf, static_cast<int>(k),
+                accumulate ? 1.0f : 0.0f, out + j0, static_cast<int>(n));
+  }
+}
+
+template <class W>
+void Run(const Context& ctx, int64_t m, const float* x, const typename W::T* w, int64_t k, float* out,
+         int64_t n, bool accumulate) {
+  if (m <= kGemvMaxRows) {
+    Gemv<W>(ctx, m, x, w, k, out, n, accumulate);
+  } else if constexpr (std::is_same_v<W, F32W>) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(n),
+                static_cast<int>(k), 1.0f, x, static_cast<int>(k), w, static_cast<int>(k),
+                accumulate ? 1.0f : 0.0f, out, static_cast<int>(n));
+  } else {
+    BlockedGemm<W>(ctx, m, x, w, k, out, n, accumulate);
+  }
+}
+
+}  // namespace
+
+absl::Status LinearCpu(const Context& ctx, const LinearArgs& args) {
+  const Tensor &x = *args.x, &w = *args.w;
+  Tensor& out = *args.out;
+  const int64_t m = x.dim(0), k = x.dim(1), n = w.dim(0);
+  if (m == 0 || n == 0) return absl::OkStatus();
+  float* o = Data<float>(out);
+  if (k == 0) {  // empty reduction: x·wᵀ = 0 (BLAS rejects lda = 0)
+    if (!args.accumulate) std::fill(o, o + m * n, 0.0f);
+    return absl::OkStatus();
+  }
+  const float* xp = Data<float>(x);
+  switch (w.dtype()) {
+    case DType::kF32:
+      Run<F32W>(ctx, m, xp, Data<float>(w), k, o, n, args.accumulate);
+      break;
+    case DType::kBF16:
+      Run<Bf16W>(ctx, m, xp, Data<uint16_t>(w), k, o, n, args.accumulate);
+      break;
+    case DType::kF16:
+      Run<F16W>(ctx, m, xp, Data<uint16_t>(w), k, o, n, args.accumulate);
+      break;
+    case DType::kI32:
+      return absl::InvalidArgumentError("Linear: I32 weights");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace mcserve::kernels::internal

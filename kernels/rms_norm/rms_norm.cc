@@ -1,0 +1,55 @@
+#include "kernels/rms_norm/rms_norm.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+
+namespace mcserve::kernels {
+namespace {
+
+bool IsFloat(DType t) { return t == DType::kF32 || t == DType::kBF16 || t == DType::kF16; }
+
+absl::Status Validate(const RmsNormArgs& a) {
+  if (a.x == nullptr || a.weight == nullptr || a.out == nullptr) {
+    return absl::InvalidArgumentError("RmsNorm: x, weight and out are required");
+  }
+  const Tensor &x = *a.x, &w = *a.weight, &out = *a.out;
+  if (x.dtype() != DType::kF32 || x.rank() != 2 || !IsFloat(w.dtype()) || w.rank() != 1 ||
+      w.dim(0) != x.dim(1) || out.dtype() != DType::kF32 || out.shape() != x.shape()) {
+    return absl::InvalidArgumentError(absl::StrCat("RmsNorm: x ", x.DebugString(), ", weight ", w.DebugString(),
+                                                   ", out ", out.DebugString(),
+                                                   " (want x F32 [rows, n], weight [n], out F32 [rows, n])"));
+  }
+  if (a.gate != nullptr && (a.gate->dtype() != DType::kF32 || a.gate->shape() != x.shape())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("RmsNorm: gate ", a.gate->DebugString(), " (want F32 like x ", x.DebugString(), ")"));
+  }
+  if (x.device() != w.device() || x.device() != out.device() ||
+      (a.gate != nullptr && a.gate->device() != x.device())) {
+    return absl::InvalidArgumentError("RmsNorm: tensors on different devices");
+  }
+  if (out.read_only()) return absl::InvalidArgumentError("RmsNorm: out is read-only");
+  if (!(a.eps >= 0.0f) || !std::isfinite(a.eps)) {
+    return absl::InvalidArgumentError(absl::StrCat("RmsNorm: eps ", a.eps, " must be finite and >= 0"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status RmsNorm(const Context& ctx, const RmsNormArgs& args) {
+  if (absl::Status s = Validate(args); !s.ok()) return s;
+  switch (ctx.device) {
+    case Device::kCpu:
+      return internal::RmsNormCpu(ctx, args);
+    case Device::kCuda:
+#if defined(MCSERVE_WITH_CUDA)
+      return internal::RmsNormCuda(ctx, args);
+#else
+      return absl::UnimplementedError("built without CUDA");
+#endif
+  }
+  return absl::InternalError("RmsNorm: unknown device");
+}
+
+}  // namespace mcserve::kernels

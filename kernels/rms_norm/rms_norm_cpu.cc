@@ -1,0 +1,36 @@
+// CPU RmsNorm: rows are independent; threaded over rows when the tensor is large.
+#include <vector>
+
+#include "kernels/core/status_macros.h"
+#include "kernels/core/tensor_data.h"
+#include "kernels/cpu/thread_pool.h"
+#include "kernels/rms_norm/rms_norm.h"
+#include "kernels/rms_norm/rms_norm_math.h"
+
+namespace mcserve::kernels::internal {
+namespace {
+
+constexpr int64_t kMinParallelElements = 1 << 16;
+
+}  // namespace
+
+absl::Status RmsNormCpu(const Context& ctx, const RmsNormArgs& args) {
+  const int64_t rows = args.x->dim(0), n = args.x->dim(1);
+  if (rows == 0 || n == 0) return absl::OkStatus();
+  MCSERVE_ASSIGN_OR_RETURN(std::vector<float> w, args.weight->ToHostF32());  // [n], widened once
+  const float* x = Data<float>(*args.x);
+  const float* g = args.gate != nullptr ? Data<float>(*args.gate) : nullptr;
+  float* out = Data<float>(*args.out);
+  const float eps = args.eps;
+  cpu::ThreadPool* pool = rows * n >= kMinParallelElements ? ctx.pool : nullptr;
+  cpu::ParallelFor(pool, rows, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float* xr = x + r * n;
+      const float inv = rms_norm_math::InvRms(xr, n, eps);
+      rms_norm_math::NormalizeRow(xr, w.data(), g != nullptr ? g + r * n : nullptr, n, inv, out + r * n);
+    }
+  });
+  return absl::OkStatus();
+}
+
+}  // namespace mcserve::kernels::internal
