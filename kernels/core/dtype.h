@@ -3,7 +3,7 @@
 
 #include <cstdint>
 #include <cstring>
-#include <string_view>
+
 
 #include "kernels/core/hd.h"
 
@@ -21,8 +21,8 @@ inline constexpr int64_t DTypeSize(DType t) {
 }
 
 // Human-readable names for error messages: "F32", "cuda", ...
-std::string_view DTypeName(DType t);
-std::string_view DeviceName(Device d);
+const char* DTypeName(DType t);
+const char* DeviceName(Device d);
 
 // bfloat16 bits -> float (exact).
 MCSERVE_HD float Bf16ToF32(uint16_t bits) {

@@ -35,7 +35,7 @@ absl::StatusOr<std::shared_ptr<void>> AllocateHost(int64_t nbytes) {
 
 }  // namespace
 
-std::string_view DTypeName(DType t) {
+const char* DTypeName(DType t) {
   switch (t) {
     case DType::kF32: return "F32";
     case DType::kF16: return "F16";
@@ -45,7 +45,7 @@ std::string_view DTypeName(DType t) {
   return "?";
 }
 
-std::string_view DeviceName(Device d) { return d == Device::kCpu ? "cpu" : "cuda"; }
+const char* DeviceName(Device d) { return d == Device::kCpu ? "cpu" : "cuda"; }
 
 int64_t NumElements(const Shape& shape) {
   int64_t n = 1;
