@@ -1,0 +1,169 @@
+// Linear against a double-precision loop: F32/BF16/F16 weights, odd sizes, GEMV (m ≤ 8) and GEMM
+// paths, threaded and not, accumulate, and argument validation.
+#include "kernels/linear/linear.h"
+
+#include <cmath>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/cpu/thread_pool.h"
+
+namespace mcserve::kernels {
+namespace {
+
+struct Weight {
+  Tensor tensor;           // [n, k] in its stored dtype (read-only view, like an mmapped weight)
+  std::vector<float> f32;  // [n, k] the exact values the stored weights represent
+};
+
+// Random weights of `dtype`; BF16/F16 values are exactly representable so the reference is exact.
+Weight MakeWeight(DType dtype, int64_t n, int64_t k, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  Weight w;
+  w.f32.resize(n * k);
+  if (dtype == DType::kF32) {
+    auto data = std::make_shared<std::vector<float>>(n * k);
+    for (int64_t i = 0; i < n * k; ++i) w.f32[i] = (*data)[i] = u(rng);
+    w.tensor = Tensor::WrapHost(data->data(), dtype, {n, k}, data);
+    return w;
+  }
+  auto bits = std::make_shared<std::vector<uint16_t>>(n * k);
+  for (int64_t i = 0; i < n * k; ++i) {
+    if (dtype == DType::kBF16) {
+      (*bits)[i] = F32ToBf16(u(rng));
+      w.f32[i] = Bf16ToF32((*bits)[i]);
+    } else {  // F16: sign, exponent 2^-6..2^1, random mantissa
+      uint16_t h = static_cast<uint16_t>(((rng() & 1u) << 15) | ((9u + rng() % 8u) << 10) | (rng() & 0x3ffu));
+      (*bits)[i] = h;
+      w.f32[i] = F16ToF32(h);
+    }
+  }
+  w.tensor = Tensor::WrapHost(bits->data(), dtype, {n, k}, bits);
+  return w;
+}
+
+std::vector<float> RandomVector(int64_t size, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> v(size);
+  for (float& f : v) f = u(rng);
+  return v;
+}
+
+// Checks out[m, n] == base + x·wᵀ within 1e-5 of Σ|x·w| per element.
+void ExpectLinear(const std::vector<float>& x, const std::vector<float>& w, const std::vector<float>& base,
+                  const std::vector<float>& out, int64_t m, int64_t n, int64_t k) {
+  int bad = 0;
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      double ref = base.empty() ? 0.0 : base[i * n + j], mag = std::fabs(ref);
+      for (int64_t c = 0; c < k; ++c) {
+        double p = static_cast<double>(x[i * k + c]) * w[j * k + c];
+        ref += p;
+        mag += std::fabs(p);
+      }
+      double got = out[i * n + j];
+      if (!(std::fabs(got - ref) <= 1e-5 * mag + 1e-6) && ++bad <= 5) {
+        ADD_FAILURE() << "out[" << i << ", " << j << "] = " << got << ", want " << ref << " (m=" << m << " n=" << n
+                      << " k=" << k << ")";
+      }
+    }
+  }
+  EXPECT_EQ(bad, 0);
+}
+
+void RunCase(DType dtype, int64_t m, int64_t n, int64_t k, bool accumulate, cpu::ThreadPool* pool) {
+  SCOPED_TRACE(testing::Message() << std::string(DTypeName(dtype)) << " m=" << m << " n=" << n << " k=" << k
+                                  << " acc=" << accumulate << " threads=" << (pool ? pool->num_threads() : 1));
+  Weight w = MakeWeight(dtype, n, k, static_cast<uint32_t>(7 * m + n + 31 * k));
+  std::vector<float> xv = RandomVector(m * k, static_cast<uint32_t>(m + 3 * k));
+  std::vector<float> base = accumulate ? RandomVector(m * n, 99) : std::vector<float>(m * n, 123.0f);
+  auto x = Tensor::FromHost(xv, {m, k}, Device::kCpu);
+  auto out = Tensor::FromHost(base, {m, n}, Device::kCpu);  // garbage unless accumulating
+  ASSERT_TRUE(x.ok() && out.ok());
+  Context ctx;
+  ctx.pool = pool;
+  ASSERT_TRUE(Linear(ctx, {&*x, &w.tensor, &*out, accumulate}).ok());
+  auto got = out->ToHostF32();
+  ASSERT_TRUE(got.ok());
+  ExpectLinear(xv, w.f32, accumulate ? base : std::vector<float>(), *got, m, n, k);
+}
+
+class LinearDTypeTest : public testing::TestWithParam<DType> {};
+
+TEST_P(LinearDTypeTest, MatchesDoubleLoopSingleThreaded) {
+  for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 8, 9, 64}) {
+    for (int64_t k : {1, 7, 16, 37, 269}) RunCase(GetParam(), m, 19, k, false, nullptr);
+  }
+}
+
+TEST_P(LinearDTypeTest, MatchesDoubleLoopThreaded) {
+  cpu::ThreadPool pool2(2), pool3(3);
+  // Sizes above the GEMV threading threshold (m·n·k ≥ 2^19), odd everywhere.
+  RunCase(GetParam(), 1, 2053, 269, false, &pool2);
+  RunCase(GetParam(), 7, 301, 269, false, &pool3);
+  RunCase(GetParam(), 64, 301, 131, false, &pool2);
+  RunCase(GetParam(), 1, 2053, 269, true, &pool3);
+  RunCase(GetParam(), 64, 301, 131, true, &pool2);
+}
+
+TEST_P(LinearDTypeTest, Accumulates) {
+  for (int64_t m : {1, 7, 64}) RunCase(GetParam(), m, 33, 45, true, nullptr);
+}
+
+TEST_P(LinearDTypeTest, EmptyReductionGivesZeroOrKeepsOut) {
+  Weight w = MakeWeight(GetParam(), 5, 0, 1);
+  auto x = Tensor::Zeros(DType::kF32, {3, 0}, Device::kCpu);
+  auto out = Tensor::FromHost(std::vector<float>(15, 2.0f), {3, 5}, Device::kCpu);
+  ASSERT_TRUE(x.ok() && out.ok());
+  ASSERT_TRUE(Linear({}, {&*x, &w.tensor, &*out, true}).ok());
+  EXPECT_EQ(*out->ToHostF32(), std::vector<float>(15, 2.0f));
+  ASSERT_TRUE(Linear({}, {&*x, &w.tensor, &*out, false}).ok());
+  EXPECT_EQ(*out->ToHostF32(), std::vector<float>(15, 0.0f));
+}
+
+INSTANTIATE_TEST_SUITE_P(AllWeightTypes, LinearDTypeTest, testing::Values(DType::kF32, DType::kBF16, DType::kF16),
+                         [](const testing::TestParamInfo<DType>& info) { return std::string(DTypeName(info.param)); });
+
+TEST(LinearTest, RejectsBadArguments) {
+  auto x = *Tensor::Zeros(DType::kF32, {2, 4}, Device::kCpu);
+  auto w = *Tensor::Zeros(DType::kF32, {3, 4}, Device::kCpu);
+  auto out = *Tensor::Zeros(DType::kF32, {2, 3}, Device::kCpu);
+  auto w_bad_k = *Tensor::Zeros(DType::kF32, {3, 5}, Device::kCpu);
+  auto w_i32 = *Tensor::Zeros(DType::kI32, {3, 4}, Device::kCpu);
+  auto x_bf16 = *Tensor::Zeros(DType::kBF16, {2, 4}, Device::kCpu);
+  auto out_bad = *Tensor::Zeros(DType::kF32, {2, 4}, Device::kCpu);
+  auto x_rank3 = *Tensor::Zeros(DType::kF32, {1, 2, 4}, Device::kCpu);
+  std::vector<float> ro(6);
+  Tensor out_ro = Tensor::WrapHost(ro.data(), DType::kF32, {2, 3}, nullptr);
+  const Context ctx;
+  EXPECT_TRUE(Linear(ctx, {&x, &w, &out}).ok());
+  for (const LinearArgs& a : std::vector<LinearArgs>{{&x, &w_bad_k, &out},
+                                                     {&x, &w_i32, &out},
+                                                     {&x_bf16, &w, &out},
+                                                     {&x, &w, &out_bad},
+                                                     {&x_rank3, &w, &out},
+                                                     {nullptr, &w, &out},
+                                                     {&x, nullptr, &out},
+                                                     {&x, &w, nullptr},
+                                                     {&x, &w, &out_ro}}) {
+    absl::Status s = Linear(ctx, a);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  }
+  EXPECT_NE(Linear(ctx, {&x, &w_bad_k, &out}).message().find("Linear"), std::string::npos);
+}
+
+TEST(LinearTest, CudaDeviceIsUnimplementedHere) {
+  auto x = *Tensor::Zeros(DType::kF32, {2, 4}, Device::kCpu);
+  auto w = *Tensor::Zeros(DType::kF32, {3, 4}, Device::kCpu);
+  auto out = *Tensor::Zeros(DType::kF32, {2, 3}, Device::kCpu);
+  Context ctx;
+  ctx.device = Device::kCuda;
+  EXPECT_EQ(Linear(ctx, {&x, &w, &out}).code(), absl::StatusCode::kUnimplemented);
+}
+
+}  // namespace
+}  // namespace mcserve::kernels
