@@ -80,6 +80,7 @@ class ConfigReader {
     if (v.is_number_integer()) return v.get<int64_t>();
     return TypeError(key, "an integer token id");
   }
+  const std::string& source() const { return source_; }
   absl::Status Positive(const char* key, double value) const {
     if (value > 0) return absl::OkStatus();
     return Error(absl::StrCat("\"", key, "\" must be positive, got ", value));
@@ -320,8 +321,8 @@ absl::Status ReadHeadDimFamily(const ConfigReader& r, ModelConfig& c) {
   if (c.family == ModelFamily::kTitans) {
     MCSERVE_ASSIGN_OR_RETURN(c.memory_depth, r.Int("memory_depth", 1));
     if (c.memory_depth != 1) {
-      return absl::UnimplementedError(absl::StrCat(
-          "titans \"memory_depth\" ", c.memory_depth, " is not supported (only the linear memory_depth 1)"));
+      return absl::UnimplementedError(absl::StrCat(r.source(), ": titans \"memory_depth\" ", c.memory_depth,
+                                                   " is not supported (only the linear memory_depth 1)"));
     }
   }
   return absl::OkStatus();

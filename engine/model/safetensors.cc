@@ -73,6 +73,19 @@ absl::StatusOr<json> ParseHeaderJson(std::string_view text, const std::string& s
   }
 }
 
+// Local versions of kernels::DTypeName / ShapeString, so this file (and its fuzzer) links alone.
+std::string DtypeString(kernels::DType t) {
+  switch (t) {
+    case kernels::DType::kF32: return "F32";
+    case kernels::DType::kF16: return "F16";
+    case kernels::DType::kBF16: return "BF16";
+    case kernels::DType::kI32: return "I32";
+  }
+  return "?";
+}
+
+std::string ShapeStr(const kernels::Shape& shape) { return absl::StrCat("[", absl::StrJoin(shape, ", "), "]"); }
+
 // Known safetensors dtypes mcserve does not read.
 constexpr std::string_view kUnsupportedDtypes[] = {
     "BOOL",    "F4",          "F6_E2M3",     "F6_E3M2", "U8",  "I8",  "F8_E5M2", "F8_E4M3",
@@ -144,7 +157,7 @@ absl::StatusOr<SafetensorsEntry> ParseEntry(const std::string& name, const json&
     // A zero dimension makes any shape empty, even if the other dims overflow.
     bool has_zero = std::find(entry.shape.begin(), entry.shape.end(), 0) != entry.shape.end();
     if (!has_zero) {
-      return Invalid(source, absl::StrCat(where, ": shape ", kernels::ShapeString(entry.shape),
+      return Invalid(source, absl::StrCat(where, ": shape ", ShapeStr(entry.shape),
                                           " has too many elements"));
     }
     nbytes = 0;
@@ -165,8 +178,8 @@ absl::StatusOr<SafetensorsEntry> ParseEntry(const std::string& name, const json&
   }
   if (entry.end - entry.begin != nbytes) {
     return Invalid(source, absl::StrCat(where, ": data_offsets [", entry.begin, ", ", entry.end, "] hold ",
-                                        entry.end - entry.begin, " bytes but ", std::string(kernels::DTypeName(entry.dtype)),
-                                        kernels::ShapeString(entry.shape), " needs ", nbytes));
+                                        entry.end - entry.begin, " bytes but ", DtypeString(entry.dtype),
+                                        ShapeStr(entry.shape), " needs ", nbytes));
   }
   return entry;
 }

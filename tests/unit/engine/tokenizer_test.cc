@@ -1,0 +1,218 @@
+#include "engine/model/tokenizer.h"
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/model/safetensors.h"
+#include "gtest/gtest.h"
+#include "tests/unit/engine/model_test_util.h"
+
+namespace mcserve::engine {
+namespace {
+
+using testing::HasError;
+using testing::TempDir;
+using testing::WriteFile;
+
+constexpr auto kInvalid = absl::StatusCode::kInvalidArgument;
+
+// The committed test tokenizer, or else one trained now with spm_train (byte fallback on).
+class TokenizerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    std::string path = std::string(MCSERVE_TEST_DATA_DIR) + "/tokenizer.model";
+    if (!std::filesystem::exists(path)) {
+      trained_dir_ = new TempDir();
+      const std::string prefix = trained_dir_->File("spm");
+      const std::string command = "spm_train --input=" + std::string(MCSERVE_TEST_DATA_DIR) +
+                                  "/tokenizer_corpus.txt --model_prefix=" + prefix +
+                                  " --vocab_size=320 --model_type=bpe --byte_fallback=true"
+                                  " --character_coverage=1.0 --hard_vocab_limit=false > /dev/null 2>&1";
+      if (std::system(command.c_str()) != 0) return;
+      path = prefix + ".model";
+    }
+    auto loaded = Tokenizer::Load(path);
+    if (loaded.ok()) tokenizer_ = loaded->release();
+    load_error_ = loaded.ok() ? "" : loaded.status().ToString();
+  }
+  static void TearDownTestSuite() {
+    delete tokenizer_;
+    tokenizer_ = nullptr;
+    delete trained_dir_;
+    trained_dir_ = nullptr;
+  }
+  void SetUp() override { ASSERT_NE(tokenizer_, nullptr) << "no test tokenizer: " << load_error_; }
+
+  std::vector<int32_t> MustEncode(const std::string& text, bool add_bos) {
+    auto ids = tokenizer_->Encode(text, add_bos);
+    EXPECT_TRUE(ids.ok()) << ids.status();
+    return ids.ok() ? *ids : std::vector<int32_t>{};
+  }
+  std::string MustDecode(const std::vector<int32_t>& ids) {
+    auto text = tokenizer_->Decode(ids);
+    EXPECT_TRUE(text.ok()) << text.status();
+    return text.ok() ? *text : std::string();
+  }
+
+  static Tokenizer* tokenizer_;
+  static TempDir* trained_dir_;
+  static std::string load_error_;
+};
+Tokenizer* TokenizerTest::tokenizer_ = nullptr;
+TempDir* TokenizerTest::trained_dir_ = nullptr;
+std::string TokenizerTest::load_error_;
+
+// Text outside the ASCII training corpus: every non-ASCII character goes through byte fallback.
+constexpr char kMultiByteText[] = "The caf\xC3\xA9 costs \xE2\x82\xAC" "5 \xF0\x9F\x98\x80 \xE6\x97\xA5\xE6\x9C\xAC ok.";
+
+TEST(TokenizerLoadTest, MissingOrGarbageFileNamesPath) {
+  TempDir dir;
+  const std::string missing = dir.File("nope.model");
+  EXPECT_TRUE(HasError(Tokenizer::Load(missing).status(), kInvalid, {missing}));
+  const std::string garbage = dir.File("garbage.model");
+  WriteFile(garbage, "this is not a sentencepiece model \x01\x02\x03\xff");
+  EXPECT_TRUE(HasError(Tokenizer::Load(garbage).status(), kInvalid, {garbage}));
+  const std::string empty = dir.File("empty.model");
+  WriteFile(empty, "");
+  EXPECT_TRUE(HasError(Tokenizer::Load(empty).status(), kInvalid, {empty}));
+  EXPECT_TRUE(HasError(Tokenizer::Load(dir.path()).status(), kInvalid, {dir.path()}));
+}
+
+TEST(Utf8Test, IsValidUtf8) {
+  EXPECT_TRUE(IsValidUtf8(""));
+  EXPECT_TRUE(IsValidUtf8("plain ascii"));
+  EXPECT_TRUE(IsValidUtf8(kMultiByteText));
+  EXPECT_TRUE(IsValidUtf8("\xF4\x8F\xBF\xBF"));      // U+10FFFF
+  EXPECT_TRUE(IsValidUtf8("\xEE\x80\x80"));          // U+E000, just past the surrogates
+  EXPECT_FALSE(IsValidUtf8("\xF4\x90\x80\x80"));     // above U+10FFFF
+  EXPECT_FALSE(IsValidUtf8("\xC0\xAF"));             // overlong '/'
+  EXPECT_FALSE(IsValidUtf8("\xE0\x80\xAF"));         // overlong
+  EXPECT_FALSE(IsValidUtf8("\xF0\x80\x80\xAF"));     // overlong
+  EXPECT_FALSE(IsValidUtf8("\xED\xA0\x80"));         // surrogate U+D800
+  EXPECT_FALSE(IsValidUtf8("\x80"));                 // lone continuation
+  EXPECT_FALSE(IsValidUtf8("\xE2\x82"));             // truncated
+  EXPECT_FALSE(IsValidUtf8("\xF5\x80\x80\x80"));     // invalid lead
+  EXPECT_FALSE(IsValidUtf8(std::string("a\xFF", 2)));
+}
+
+TEST_F(TokenizerTest, SpecialIdsAndVocab) {
+  EXPECT_GT(tokenizer_->vocab_size(), 256);
+  EXPECT_EQ(tokenizer_->bos_id(), 1);
+  EXPECT_EQ(tokenizer_->eos_id(), 2);
+}
+
+TEST_F(TokenizerTest, EncodeDecodeRoundTrip) {
+  const std::string text = "The lighthouse keeper woke before the sun.";
+  std::vector<int32_t> ids = MustEncode(text, /*add_bos=*/true);
+  ASSERT_GT(ids.size(), 1u);
+  EXPECT_EQ(ids[0], tokenizer_->bos_id());
+  EXPECT_EQ(MustEncode(text, false), std::vector<int32_t>(ids.begin() + 1, ids.end()));
+  EXPECT_EQ(MustDecode(ids), text);
+  EXPECT_EQ(MustDecode(MustEncode(kMultiByteText, true)), kMultiByteText);
+  EXPECT_TRUE(MustEncode("", false).empty());
+}
+
+TEST_F(TokenizerTest, RejectsInvalidUtf8WithOffset) {
+  EXPECT_TRUE(HasError(tokenizer_->Encode(std::string("ab\xFF" "cd"), true).status(), kInvalid,
+                       {"UTF-8", "byte offset 2"}));
+  EXPECT_TRUE(HasError(tokenizer_->Encode("caf\xC3\xA9 \xED\xA0\x80", false).status(), kInvalid,
+                       {"UTF-8", "byte offset 6"}));
+  EXPECT_TRUE(HasError(tokenizer_->Encode("end\xE2\x82", false).status(), kInvalid, {"byte offset 3"}));
+}
+
+TEST_F(TokenizerTest, DecodeRejectsOutOfVocabularyIds) {
+  const int32_t vocab = tokenizer_->vocab_size();
+  EXPECT_TRUE(HasError(tokenizer_->Decode(std::vector<int32_t>{5, vocab}).status(), kInvalid,
+                       {"token id " + std::to_string(vocab), "position 1"}));
+  EXPECT_TRUE(HasError(tokenizer_->Decode(std::vector<int32_t>{-1}).status(), kInvalid, {"token id -1"}));
+}
+
+// Pushes ids one at a time; every delta is valid UTF-8 and the deltas concatenate to Decode(ids).
+void ExpectIncrementalMatchesFull(const Tokenizer& tokenizer, const std::vector<int32_t>& ids,
+                                  int* empty_deltas = nullptr) {
+  IncrementalDetokenizer detok(&tokenizer);
+  std::string streamed;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    auto delta = detok.Push(ids[i]);
+    ASSERT_TRUE(delta.ok()) << delta.status();
+    EXPECT_TRUE(IsValidUtf8(*delta)) << "delta " << i;
+    EXPECT_EQ(delta->find("\xEF\xBF\xBD"), std::string::npos) << "delta " << i << " has U+FFFD";
+    if (delta->empty() && empty_deltas != nullptr) ++*empty_deltas;
+    streamed += *delta;
+  }
+  streamed += detok.Flush();
+  auto full = tokenizer.Decode(ids);
+  ASSERT_TRUE(full.ok()) << full.status();
+  EXPECT_EQ(streamed, *full);
+}
+
+TEST_F(TokenizerTest, IncrementalDetokenizerOnByteFallbackCharacters) {
+  std::vector<int32_t> ids = MustEncode(kMultiByteText, /*add_bos=*/true);
+  // The 4-byte emoji alone needs 4 byte-fallback pieces, so there are more ids than characters.
+  std::vector<int32_t> emoji = MustEncode("\xF0\x9F\x98\x80", false);
+  ASSERT_GE(emoji.size(), 4u) << "test tokenizer has no byte fallback for the emoji";
+  int empty_deltas = 0;
+  ExpectIncrementalMatchesFull(*tokenizer_, ids, &empty_deltas);
+  EXPECT_GE(empty_deltas, 3) << "partial characters must be held back";
+  ExpectIncrementalMatchesFull(*tokenizer_, MustEncode("  leading spaces and\ttabs  ", false));
+  ExpectIncrementalMatchesFull(*tokenizer_, MustEncode("\xE2\x82\xAC\xE2\x82\xAC at the start", false));
+}
+
+TEST_F(TokenizerTest, IncrementalDetokenizerHoldsBackThenFlushes) {
+  std::vector<int32_t> euro = MustEncode("\xE2\x82\xAC", false);
+  ASSERT_GE(euro.size(), 3u);
+  std::vector<int32_t> partial(euro.end() - 3, euro.end() - 1);  // the first two byte pieces
+  IncrementalDetokenizer detok(tokenizer_);
+  std::string streamed;
+  for (int32_t id : partial) {
+    auto delta = detok.Push(id);
+    ASSERT_TRUE(delta.ok()) << delta.status();
+    streamed += *delta;
+  }
+  EXPECT_EQ(streamed.find("\xEF\xBF\xBD"), std::string::npos);
+  // The stream ends mid-character: Flush hands over whatever Decode makes of the bytes.
+  streamed += detok.Flush();
+  EXPECT_EQ(streamed, MustDecode(std::vector<int32_t>(euro.begin(), euro.end() - 1)));
+  EXPECT_EQ(detok.Flush(), "");
+}
+
+TEST_F(TokenizerTest, IncrementalDetokenizerRejectsBadIdAndContinues) {
+  IncrementalDetokenizer detok(tokenizer_);
+  std::vector<int32_t> ids = MustEncode("Hello world", true);
+  std::string streamed;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i == 2) {
+      EXPECT_TRUE(HasError(detok.Push(tokenizer_->vocab_size() + 7).status(), kInvalid, {"token id"}));
+    }
+    auto delta = detok.Push(ids[i]);
+    ASSERT_TRUE(delta.ok()) << delta.status();
+    streamed += *delta;
+  }
+  streamed += detok.Flush();
+  EXPECT_EQ(streamed, "Hello world");
+}
+
+// The prompt ids the reference recorded in every fixture's golden.safetensors.
+TEST_F(TokenizerTest, MatchesReferencePromptIds) {
+  const std::string golden = std::string(MCSERVE_TEST_DATA_DIR) + "/models/gla/golden.safetensors";
+  if (!std::filesystem::exists(golden) ||
+      !std::filesystem::exists(std::string(MCSERVE_TEST_DATA_DIR) + "/tokenizer.model")) {
+    GTEST_SKIP() << "reference fixtures not present";
+  }
+  auto file = SafetensorsFile::Open(golden);
+  ASSERT_TRUE(file.ok()) << file.status();
+  const SafetensorsEntry* entry = (*file)->Find("prompt_ids");
+  ASSERT_NE(entry, nullptr);
+  ASSERT_EQ(entry->dtype, kernels::DType::kI32);
+  std::vector<int32_t> expected(static_cast<size_t>(entry->shape.at(0)));
+  std::memcpy(expected.data(), (*file)->DataOf(*entry), expected.size() * sizeof(int32_t));
+  EXPECT_EQ(MustEncode("The cat watched 3 gulls from the window sill.", true), expected);
+}
+
+}  // namespace
+}  // namespace mcserve::engine
