@@ -1,0 +1,93 @@
+// cpu::ThreadPool / cpu::ParallelFor: every index covered exactly once by contiguous blocks, for many
+// sizes and thread counts, and the pool is reusable many times.
+#include "kernels/cpu/thread_pool.h"
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace mcserve::kernels::cpu {
+namespace {
+
+// Runs ParallelFor over [0, n) and checks each index is visited exactly once with begin < end.
+void ExpectCoversOnce(ThreadPool* pool, int64_t n) {
+  std::vector<std::atomic<int>> hits(n);
+  std::atomic<int> empty_calls{0};
+  ParallelFor(pool, n, [&](int64_t begin, int64_t end) {
+    if (begin >= end || begin < 0 || end > n) {
+      empty_calls++;
+      return;
+    }
+    for (int64_t i = begin; i < end; ++i) hits[i]++;
+  });
+  EXPECT_EQ(empty_calls.load(), 0) << "n=" << n;
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << "index " << i << " of " << n;
+}
+
+TEST(ThreadPoolTest, CoversEachIndexExactlyOnce) {
+  for (int threads : {1, 2, 3, 4, 7}) {
+    ThreadPool pool(threads);
+    EXPECT_EQ(pool.num_threads(), threads);
+    for (int64_t n : {0, 1, 2, 3, 5, 6, 7, 8, 13, 64, 1000, 100003}) ExpectCoversOnce(&pool, n);
+  }
+}
+
+TEST(ThreadPoolTest, NullPoolRunsInline) {
+  for (int64_t n : {0, 1, 17}) ExpectCoversOnce(nullptr, n);
+  int calls = 0;
+  ParallelFor(nullptr, 10, [&](int64_t begin, int64_t end) {
+    ++calls;
+    EXPECT_EQ(begin, 0);
+    EXPECT_EQ(end, 10);
+  });
+  EXPECT_EQ(calls, 1);
+}
+
+TEST(ThreadPoolTest, WorkRunsOnSeveralThreads) {
+  ThreadPool pool(3);
+  std::mutex mu;
+  std::set<std::thread::id> ids;
+  ParallelFor(&pool, 3000, [&](int64_t, int64_t) {
+    std::lock_guard<std::mutex> lock(mu);
+    ids.insert(std::this_thread::get_id());
+  });
+  EXPECT_GE(ids.size(), 2u);
+}
+
+TEST(ThreadPoolTest, ReusableManyTimes) {
+  ThreadPool pool(2);
+  int64_t total = 0;
+  for (int iter = 0; iter < 5000; ++iter) {
+    std::atomic<int64_t> sum{0};
+    const int64_t n = 1 + iter % 37;
+    pool.ParallelFor(n, [&](int64_t begin, int64_t end) {
+      int64_t s = 0;
+      for (int64_t i = begin; i < end; ++i) s += i + 1;
+      sum += s;
+    });
+    ASSERT_EQ(sum.load(), n * (n + 1) / 2) << "iteration " << iter;
+    total += sum.load();
+  }
+  EXPECT_GT(total, 0);
+}
+
+TEST(ThreadPoolTest, ManyPoolsCreatedAndDestroyed) {
+  for (int i = 0; i < 50; ++i) {
+    auto pool = std::make_unique<ThreadPool>(1 + i % 4);
+    ExpectCoversOnce(pool.get(), 9);
+  }
+}
+
+TEST(ThreadPoolTest, DefaultSizeIsAtLeastOne) {
+  ThreadPool pool(0);
+  EXPECT_GE(pool.num_threads(), 1);
+  ExpectCoversOnce(&pool, 31);
+}
+
+}  // namespace
+}  // namespace mcserve::kernels::cpu
