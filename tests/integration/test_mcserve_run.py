@@ -1,0 +1,148 @@
+"""mcserve-run end to end: streams text, matches the reference's greedy tokens, and turns every kind
+of bad input into a clear error naming the file and the problem, a non-zero exit and no crash.
+
+The binary comes from $MCSERVE_RUN (set by CTest)."""
+import json
+import os
+import shutil
+import struct
+import subprocess
+
+import pytest
+import sentencepiece as spm
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BIN = os.environ.get("MCSERVE_RUN", os.path.join(ROOT, "build", "tools", "mcserve-run"))
+FIXTURE = os.path.join(ROOT, "tests", "data", "models", "gated_deltanet")
+
+
+def run(*args):
+    return subprocess.run([BIN, *args], capture_output=True, timeout=120)
+
+
+def copy_fixture(tmp_path):
+    d = tmp_path / "model"
+    shutil.copytree(FIXTURE, d)
+    return d
+
+
+def read_header(path):
+    data = path.read_bytes()
+    (n,) = struct.unpack("<Q", data[:8])
+    return json.loads(data[8:8 + n]), data[8 + n:]
+
+
+def write_file(path, header, payload):
+    raw = json.dumps(header).encode()
+    raw += b" " * (-(8 + len(raw)) % 8)
+    path.write_bytes(struct.pack("<Q", len(raw)) + raw + payload)
+
+
+def expect_error(result, *fragments):
+    stderr = result.stderr.decode("utf-8", "replace")
+    assert result.returncode == 1, (result.returncode, stderr)  # an error exit, not a signal
+    assert stderr.startswith("mcserve-run: "), stderr
+    for f in fragments:
+        assert f in stderr, (f, stderr)
+
+
+def test_streams_text_from_the_bundled_model():
+    r = run("--prompt", "The cat watched", "--max-tokens", "24", "--seed", "3")
+    assert r.returncode == 0, r.stderr
+    text = r.stdout.decode("utf-8")  # valid UTF-8 throughout
+    assert len(text.strip()) > 0
+
+
+def test_greedy_output_is_the_reference_continuation():
+    golden = json.load(open(os.path.join(FIXTURE, "golden.json")))
+    sp = spm.SentencePieceProcessor(model_file=os.path.join(FIXTURE, "tokenizer.model"))
+    assert sp.encode(golden["prompt"], add_bos=True) == golden["prompt_ids"]
+    r = run("--model", FIXTURE, "--prompt", golden["prompt"], "--temperature", "0",
+            "--max-tokens", str(len(golden["greedy_ids"])))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.decode("utf-8").rstrip("\n") == sp.decode(golden["greedy_ids"])
+
+
+def test_same_seed_same_text():
+    args = ("--prompt", "A window", "--max-tokens", "32", "--seed", "11", "--top-p", "0.9")
+    assert run(*args).stdout == run(*args).stdout
+
+
+def test_truncated_weights(tmp_path):
+    d = copy_fixture(tmp_path)
+    f = d / "model.safetensors"
+    f.write_bytes(f.read_bytes()[:-100])
+    expect_error(run("--model", str(d), "--prompt", "hi"), "model.safetensors")
+
+
+def test_header_offsets_past_the_end(tmp_path):
+    d = copy_fixture(tmp_path)
+    f = d / "model.safetensors"
+    header, payload = read_header(f)
+    name = sorted(k for k in header if k != "__metadata__")[0]
+    header[name]["data_offsets"][1] += 1 << 20
+    write_file(f, header, payload)
+    expect_error(run("--model", str(d), "--prompt", "hi"), "model.safetensors", name)
+
+
+def test_overlapping_tensors(tmp_path):
+    d = copy_fixture(tmp_path)
+    f = d / "model.safetensors"
+    header, payload = read_header(f)
+    names = [k for k in header if k != "__metadata__"]
+    a, b = sorted(names, key=lambda k: header[k]["data_offsets"][0])[:2]
+    header[b]["data_offsets"] = list(header[a]["data_offsets"])
+    header[b]["shape"] = list(header[a]["shape"])
+    header[b]["dtype"] = header[a]["dtype"]
+    write_file(f, header, payload)
+    expect_error(run("--model", str(d), "--prompt", "hi"), "model.safetensors")
+
+
+def test_wrong_dtype(tmp_path):
+    d = copy_fixture(tmp_path)
+    f = d / "model.safetensors"
+    header, payload = read_header(f)
+    header["model.norm.weight"]["dtype"] = "F64"
+    write_file(f, header, payload)
+    expect_error(run("--model", str(d), "--prompt", "hi"), "model.norm.weight", "F64")
+
+
+def test_wrong_shape(tmp_path):
+    d = copy_fixture(tmp_path)
+    cfg = json.load(open(d / "config.json"))
+    cfg["hidden_size"] = 48
+    json.dump(cfg, open(d / "config.json", "w"))
+    expect_error(run("--model", str(d), "--prompt", "hi"), "model.safetensors", "shape")
+
+
+def test_missing_tensor(tmp_path):
+    d = copy_fixture(tmp_path)
+    f = d / "model.safetensors"
+    header, payload = read_header(f)
+    # Rename rather than drop, so the file stays well-formed and only the name is missing.
+    header["model.layers.1.attn.o_proj.weight.renamed"] = header.pop("model.layers.1.attn.o_proj.weight")
+    write_file(f, header, payload)
+    expect_error(run("--model", str(d), "--prompt", "hi"), "model.layers.1.attn.o_proj.weight")
+
+
+def test_unknown_model_type(tmp_path):
+    d = copy_fixture(tmp_path)
+    cfg = json.load(open(d / "config.json"))
+    cfg["model_type"] = "mamba9"
+    json.dump(cfg, open(d / "config.json", "w"))
+    expect_error(run("--model", str(d), "--prompt", "hi"), "mamba9", "config.json")
+
+
+def test_unreadable_tokenizer(tmp_path):
+    d = copy_fixture(tmp_path)
+    (d / "tokenizer.model").write_bytes(b"this is not a sentencepiece model")
+    expect_error(run("--model", str(d), "--prompt", "hi"), "tokenizer.model")
+
+
+def test_prompt_not_utf8():
+    r = subprocess.run([BIN.encode(), b"--prompt", b"caf\xc3 \xff"], capture_output=True, timeout=60)
+    expect_error(r, "--prompt", "UTF-8")
+
+
+def test_missing_model_directory(tmp_path):
+    expect_error(run("--model", str(tmp_path / "nowhere"), "--prompt", "hi"), "nowhere")
