@@ -175,7 +175,7 @@ void WidenRows(const typename W::T* src, float* dst, int64_t count) {
 template <class W>
 void BlockedGemm(const Context& ctx, int64_t m, const float* x, const typename W::T* w, int64_t k, float* out,
                  int64_t n, bool accumulate) {
-  const int64_t block_rows = std::clamp<int64_t>(kConvertBlockBytes / (k * 4), 16, n);
+  const int64_t block_rows = std::min(n, std::max<int64_t>(kConvertBlockBytes / (k * 4), 16));
   thread_local std::vector<float> buffer;
   buffer.resize(static_cast<size_t>(block_rows * k));
   float* buf = buffer.data();

@@ -97,6 +97,7 @@ class LinearDTypeTest : public testing::TestWithParam<DType> {};
 TEST_P(LinearDTypeTest, MatchesDoubleLoopSingleThreaded) {
   for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 8, 9, 64}) {
     for (int64_t k : {1, 7, 16, 37, 269}) RunCase(GetParam(), m, 19, k, false, nullptr);
+    RunCase(GetParam(), m, 3, 21, false, nullptr);  // fewer output rows than any block
   }
 }
 
