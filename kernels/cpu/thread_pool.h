@@ -1,6 +1,9 @@
-// A fixed pool of worker threads for the CPU backend's data-parallel loops.
+// A fixed pool of worker threads for the CPU backend's data-parallel loops. Workers spin briefly
+// after each loop before sleeping, so the back-to-back small loops of a decode step do not pay a
+// futex wake-up each (DESIGN.md §9 targets); an idle pool sleeps.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -27,16 +30,18 @@ class ThreadPool {
 
  private:
   void WorkerLoop(int index);
+  // Waits until generation_ differs from `seen` or the pool stops; returns the new generation.
+  uint64_t AwaitWork(uint64_t seen);
 
   std::vector<std::thread> workers_;
-  std::mutex mu_;
+  std::mutex mu_;                        // guards sleeping and waking
   std::condition_variable work_cv_;
-  std::condition_variable done_cv_;
-  const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
+  std::atomic<uint64_t> generation_{0};  // bumped once per ParallelFor (release)
+  std::atomic<int> pending_{0};          // workers still running the current loop
+  std::atomic<int> sleepers_{0};         // workers blocked on work_cv_
+  std::atomic<bool> stop_{false};
+  const std::function<void(int64_t, int64_t)>* fn_ = nullptr;  // published by generation_
   int64_t n_ = 0;
-  int64_t generation_ = 0;
-  int pending_ = 0;
-  bool stop_ = false;
 };
 
 // Runs fn over [0, n) on `pool`, or inline when pool is null or n is small.

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
+#include <mutex>
 #include <vector>
 
 #include "kernels/core/tensor_data.h"
@@ -19,7 +20,7 @@ namespace mcserve::kernels::internal {
 namespace {
 
 constexpr int64_t kGemvMaxRows = 8;            // m up to this runs the GEMV kernel
-constexpr int64_t kMinParallelMacs = 1 << 19;  // below this, waking the pool costs more than it saves
+constexpr int64_t kMinParallelMacs = 1 << 15;  // below this, waking the pool costs more than it saves
 constexpr int64_t kConvertBlockBytes = 1 << 20;  // F32 size of one widened weight block (m > 8)
 
 // Weight element types: 8-lane widening loads and scalar widening for tails.
@@ -171,24 +172,48 @@ void WidenRows(const typename W::T* src, float* dst, int64_t count) {
   for (; i < count; ++i) dst[i] = W::One(src[i]);
 }
 
-// out[m, n] (+)= x[m, k] · w[n, k]ᵀ for BF16/F16 w: widen blocks of weight rows (threaded), then sgemm.
+// out[:, j0:j1] (+)= x[m, k] · w[j0:j1, k]ᵀ on the calling thread: sgemm straight on F32 weights;
+// BF16/F16 weights are widened block by block into a thread-local buffer first.
 template <class W>
-void BlockedGemm(const Context& ctx, int64_t m, const float* x, const typename W::T* w, int64_t k, float* out,
-                 int64_t n, bool accumulate) {
-  const int64_t block_rows = std::min(n, std::max<int64_t>(kConvertBlockBytes / (k * 4), 16));
-  thread_local std::vector<float> buffer;
-  buffer.resize(static_cast<size_t>(block_rows * k));
-  float* buf = buffer.data();
-  for (int64_t j0 = 0; j0 < n; j0 += block_rows) {
-    const int64_t rows = std::min(block_rows, n - j0);
-    const typename W::T* src = w + j0 * k;
-    cpu::ParallelFor(ctx.pool, rows, [&](int64_t r0, int64_t r1) {
-      WidenRows<W>(src + r0 * k, buf + r0 * k, (r1 - r0) * k);
-    });
+void GemmColumns(int64_t m, const float* x, const typename W::T* w, int64_t k, float* out, int64_t n,
+                 bool accumulate, int64_t j0, int64_t j1) {
+  auto sgemm = [&](const float* wf, int64_t first, int64_t rows) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(rows),
-                static_cast<int>(k), 1.0f, x, static_cast<int>(k), buf, static_cast<int>(k),
-                accumulate ? 1.0f : 0.0f, out + j0, static_cast<int>(n));
+                static_cast<int>(k), 1.0f, x, static_cast<int>(k), wf, static_cast<int>(k),
+                accumulate ? 1.0f : 0.0f, out + first, static_cast<int>(n));
+  };
+  if constexpr (std::is_same_v<W, F32W>) {
+    sgemm(w + j0 * k, j0, j1 - j0);
+  } else {
+    const int64_t block_rows = std::max<int64_t>(kConvertBlockBytes / (k * 4), 16);
+    thread_local std::vector<float> buffer;
+    buffer.resize(static_cast<size_t>(std::min(block_rows, j1 - j0) * k));
+    for (int64_t b = j0; b < j1; b += block_rows) {
+      const int64_t rows = std::min(block_rows, j1 - b);
+      WidenRows<W>(w + b * k, buffer.data(), rows * k);
+      sgemm(buffer.data(), b, rows);
+    }
   }
+}
+
+// out[m, n] (+)= x[m, k] · w[n, k]ᵀ for m > kGemvMaxRows: output columns split over our pool, each
+// block one single-threaded sgemm (OpenBLAS's own threads stay off: they spin between calls and
+// compete with the pool).
+template <class W>
+void Gemm(const Context& ctx, int64_t m, const float* x, const typename W::T* w, int64_t k, float* out,
+          int64_t n, bool accumulate) {
+  static std::once_flag single_threaded_blas;
+  std::call_once(single_threaded_blas, [] { openblas_set_num_threads(1); });
+  cpu::ThreadPool* pool = m * n * k >= kMinParallelMacs ? ctx.pool : nullptr;
+  const int64_t parts = pool == nullptr ? 1 : pool->num_threads();
+  cpu::ParallelFor(pool, parts, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      // Column blocks rounded to 16 so every sgemm sees whole micro-panels.
+      const int64_t per = (n + parts - 1) / parts;
+      const int64_t first = std::min(n, (p * per + 15) / 16 * 16), last = std::min(n, ((p + 1) * per + 15) / 16 * 16);
+      if (first < last) GemmColumns<W>(m, x, w, k, out, n, accumulate, first, last);
+    }
+  });
 }
 
 template <class W>
@@ -196,12 +221,8 @@ void Run(const Context& ctx, int64_t m, const float* x, const typename W::T* w, 
          int64_t n, bool accumulate) {
   if (m <= kGemvMaxRows) {
     Gemv<W>(ctx, m, x, w, k, out, n, accumulate);
-  } else if constexpr (std::is_same_v<W, F32W>) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(n),
-                static_cast<int>(k), 1.0f, x, static_cast<int>(k), w, static_cast<int>(k),
-                accumulate ? 1.0f : 0.0f, out, static_cast<int>(n));
   } else {
-    BlockedGemm<W>(ctx, m, x, w, k, out, n, accumulate);
+    Gemm<W>(ctx, m, x, w, k, out, n, accumulate);
   }
 }
 
