@@ -147,6 +147,23 @@ absl::Status ReadShared(const ConfigReader& r, ModelConfig& c) {
 }
 
 // linear_attn / gla: key_dim = int(H·expand_k), value_dim = int(H·expand_v), grouped k/v heads.
+// fla's key_dim = int(H·expand_k), value_dim = int(H·expand_v), split evenly over num_heads.
+absl::Status ResolveExpandedDims(const ConfigReader& r, double expand_k, double expand_v, ModelConfig& c) {
+  c.key_dim = IntProduct(c.hidden_size, expand_k);
+  c.value_dim = IntProduct(c.hidden_size, expand_v);
+  if (c.key_dim <= 0 || c.key_dim % c.num_heads != 0) {
+    return r.Error(absl::StrCat("key_dim = int(hidden_size·expand_k) = ", c.key_dim,
+                                " must be a positive multiple of num_heads ", c.num_heads));
+  }
+  if (c.value_dim <= 0 || c.value_dim % c.num_heads != 0) {
+    return r.Error(absl::StrCat("value_dim = int(hidden_size·expand_v) = ", c.value_dim,
+                                " must be a positive multiple of num_heads ", c.num_heads));
+  }
+  c.head_k_dim = c.key_dim / c.num_heads;
+  c.head_v_dim = c.value_dim / c.num_heads;
+  return absl::OkStatus();
+}
+
 absl::Status ReadGroupedDims(const ConfigReader& r, ModelConfig& c, double default_expand_k,
                              int64_t default_heads) {
   MCSERVE_ASSIGN_OR_RETURN(double expand_k, r.Float("expand_k", default_expand_k));
@@ -161,18 +178,7 @@ absl::Status ReadGroupedDims(const ConfigReader& r, ModelConfig& c, double defau
     return r.Error(absl::StrCat("\"num_kv_heads\" ", c.num_kv_heads, " must divide \"num_heads\" ", c.num_heads));
   }
   c.num_v_heads = c.num_heads;  // v heads after repeating over groups
-  c.key_dim = IntProduct(c.hidden_size, expand_k);
-  c.value_dim = IntProduct(c.hidden_size, expand_v);
-  if (c.key_dim <= 0 || c.key_dim % c.num_heads != 0) {
-    return r.Error(absl::StrCat("key_dim = int(hidden_size·expand_k) = ", c.key_dim,
-                                " must be a positive multiple of num_heads ", c.num_heads));
-  }
-  if (c.value_dim <= 0 || c.value_dim % c.num_heads != 0) {
-    return r.Error(absl::StrCat("value_dim = int(hidden_size·expand_v) = ", c.value_dim,
-                                " must be a positive multiple of num_heads ", c.num_heads));
-  }
-  c.head_k_dim = c.key_dim / c.num_heads;
-  c.head_v_dim = c.value_dim / c.num_heads;
+  MCSERVE_RETURN_IF_ERROR(ResolveExpandedDims(r, expand_k, expand_v, c));
   return absl::OkStatus();
 }
 
@@ -241,18 +247,7 @@ absl::Status ReadDeltaNet(const ConfigReader& r, ModelConfig& c) {
   MCSERVE_ASSIGN_OR_RETURN(c.num_heads, r.Int("num_heads", 16));
   MCSERVE_RETURN_IF_ERROR(r.Positive("num_heads", c.num_heads));
   c.num_kv_heads = c.num_v_heads = c.num_heads;
-  c.key_dim = IntProduct(c.hidden_size, expand_k);
-  c.value_dim = IntProduct(c.hidden_size, expand_v);
-  if (c.key_dim <= 0 || c.key_dim % c.num_heads != 0) {
-    return r.Error(absl::StrCat("key_dim = int(hidden_size·expand_k) = ", c.key_dim,
-                                " must be a positive multiple of num_heads ", c.num_heads));
-  }
-  if (c.value_dim <= 0 || c.value_dim % c.num_heads != 0) {
-    return r.Error(absl::StrCat("value_dim = int(hidden_size·expand_v) = ", c.value_dim,
-                                " must be a positive multiple of num_heads ", c.num_heads));
-  }
-  c.head_k_dim = c.key_dim / c.num_heads;
-  c.head_v_dim = c.value_dim / c.num_heads;
+  MCSERVE_RETURN_IF_ERROR(ResolveExpandedDims(r, expand_k, expand_v, c));
   MCSERVE_ASSIGN_OR_RETURN(c.use_gate, r.Bool("use_gate", false));
   MCSERVE_ASSIGN_OR_RETURN(c.use_short_conv, r.Bool("use_short_conv", true));
   MCSERVE_ASSIGN_OR_RETURN(c.conv_size, r.Int("conv_size", 4));

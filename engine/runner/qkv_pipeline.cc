@@ -1,5 +1,6 @@
 #include "engine/runner/qkv_pipeline.h"
 
+#include "absl/strings/str_cat.h"
 #include "kernels/core/status_macros.h"
 
 namespace mcserve::engine {
@@ -74,6 +75,39 @@ absl::Status GatedOutput::Run(const Context& ctx, const Tensor& x, Tensor& o, Te
     MCSERVE_ASSIGN_OR_RETURN(gate, Project(ctx, x, *g_proj_));
   }
   return OutputStage(ctx, o, norm_, gate ? &*gate : nullptr, eps_, o_proj_, out);
+}
+
+absl::StatusOr<DeltaStyleCore> DeltaStyleCore::Bind(const ModelConfig& c, const WeightBinder& w, int layer,
+                                                    const QkvOptions& dims) {
+  DeltaStyleCore core;
+  core.attn = absl::StrCat("model.layers.", layer, ".attn.");
+  core.dims = dims;
+  MCSERVE_ASSIGN_OR_RETURN(core.qkv, QkvPipeline::Bind(w, core.attn, c.hidden_size, dims));
+  MCSERVE_ASSIGN_OR_RETURN(core.output, GatedOutput::Bind(w, core.attn, c.hidden_size, dims.v_heads, dims.dv,
+                                                          c.use_gate, c.norm_eps, "o_norm"));
+  return core;
+}
+
+std::vector<StateSpec> DeltaStyleCore::StateSpecs(std::vector<StateSpec> extra) const {
+  std::vector<StateSpec> specs = {{"memory", {dims.v_heads, dims.dk, dims.dv}}};
+  specs.insert(specs.end(), extra.begin(), extra.end());
+  qkv.AddStateSpecs(&specs);
+  return specs;
+}
+
+absl::Status DeltaStyleCore::Finish(const Context& ctx, const Tensor& x, const QkvPipeline::Qkv& qkv,
+                                    kernels::LinearMemoryArgs memory, const kernels::BatchLayout& layout,
+                                    LayerState& state, const char* aux_name, Tensor* out) const {
+  MCSERVE_ASSIGN_OR_RETURN(Tensor o, NewF32(ctx, {x.dim(0), dims.v_heads, dims.dv}));
+  memory.q = &qkv.q;
+  memory.k = &qkv.k;
+  memory.v = &qkv.v;
+  memory.layout = layout;
+  memory.state = &state.at("memory");
+  memory.aux = aux_name != nullptr ? &state.at(aux_name) : nullptr;
+  memory.out = &o;
+  MCSERVE_RETURN_IF_ERROR(kernels::LinearMemory(ctx, memory));
+  return output.Run(ctx, x, o, out);
 }
 
 absl::StatusOr<Tensor> SigmoidGate(const Context& ctx, const Tensor& x, const Tensor& w, float scale) {

@@ -8,7 +8,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/model/model_config.h"
 #include "engine/runner/mixer_ops.h"
+#include "kernels/linear_memory/linear_memory.h"
 
 namespace mcserve::engine {
 
@@ -60,6 +62,26 @@ class GatedOutput {
   kernels::Tensor norm_;                   // [dv]
   kernels::Tensor o_proj_;                 // [hidden, heads·dv]
   float eps_ = 1e-6f;
+};
+
+// What the delta-style mixers (DeltaNet, gated DeltaNet, SWLA, Titans) bind and run alike: the
+// q/k/v pipeline, the memory read-out into o and the gated output stage around a memory rule.
+struct DeltaStyleCore {
+  std::string attn;  // "model.layers.{i}.attn."
+  QkvOptions dims;
+  QkvPipeline qkv;
+  GatedOutput output;
+
+  // Binds layer `layer`'s projections, convs and output stage (use_gate and norm_eps from `c`).
+  static absl::StatusOr<DeltaStyleCore> Bind(const ModelConfig& c, const WeightBinder& w, int layer,
+                                             const QkvOptions& dims);
+  // State per slot: "memory" [v_heads, dk, dv], then `extra`, then the conv windows.
+  std::vector<StateSpec> StateSpecs(std::vector<StateSpec> extra = {}) const;
+  // Runs `memory` (rule and gates set by the caller) over qkv with state "memory" (and `aux_name`
+  // when given), then the output stage into out [T, hidden].
+  absl::Status Finish(const kernels::Context& ctx, const kernels::Tensor& x, const QkvPipeline::Qkv& qkv,
+                      kernels::LinearMemoryArgs memory, const kernels::BatchLayout& layout, LayerState& state,
+                      const char* aux_name, kernels::Tensor* out) const;
 };
 
 // σ(W x)·scale for a per-head scalar gate: W [heads, hidden] → [T, heads].

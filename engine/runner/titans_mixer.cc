@@ -1,10 +1,8 @@
 // Titans with a linear memory (docs/model-format.md): gradient step on ‖Mᵀk − v‖² with momentum η,
 // step size θ and retention α.
-#include "absl/strings/str_cat.h"
 #include "engine/runner/mixer.h"
 #include "engine/runner/qkv_pipeline.h"
 #include "kernels/core/status_macros.h"
-#include "kernels/linear_memory/linear_memory.h"
 
 namespace mcserve::engine {
 namespace {
@@ -16,48 +14,36 @@ class TitansMixer : public Mixer {
  public:
   static absl::StatusOr<std::unique_ptr<Mixer>> Make(const ModelConfig& c, const WeightBinder& w, int layer) {
     auto m = std::make_unique<TitansMixer>();
-    const std::string attn = absl::StrCat("model.layers.", layer, ".attn.");
-    const int64_t h = c.hidden_size;
-    m->heads_ = c.num_heads;
-    m->dk_ = c.head_k_dim;
-    m->dv_ = c.head_v_dim;
-    QkvOptions o{.q_heads = m->heads_, .v_heads = m->heads_, .dk = m->dk_, .dv = m->dv_,
-                 .use_conv = c.use_short_conv, .conv_size = c.conv_size};
-    MCSERVE_ASSIGN_OR_RETURN(m->qkv_, QkvPipeline::Bind(w, attn, h, o));
-    MCSERVE_ASSIGN_OR_RETURN(m->a_proj_, w.Matrix(attn + "a_proj.weight", {m->heads_, h}));
-    MCSERVE_ASSIGN_OR_RETURN(m->m_proj_, w.Matrix(attn + "m_proj.weight", {m->heads_, h}));
-    MCSERVE_ASSIGN_OR_RETURN(m->b_proj_, w.Matrix(attn + "b_proj.weight", {m->heads_, h}));
-    MCSERVE_ASSIGN_OR_RETURN(m->output_,
-                             GatedOutput::Bind(w, attn, h, m->heads_, m->dv_, c.use_gate, c.norm_eps, "o_norm"));
+    const int64_t h = c.hidden_size, heads = c.num_heads;
+    MCSERVE_ASSIGN_OR_RETURN(m->core_, DeltaStyleCore::Bind(c, w, layer,
+                                                            {.q_heads = heads, .v_heads = heads, .dk = c.head_k_dim,
+                                                             .dv = c.head_v_dim, .use_conv = c.use_short_conv,
+                                                             .conv_size = c.conv_size}));
+    const std::string& attn = m->core_.attn;
+    MCSERVE_ASSIGN_OR_RETURN(m->a_proj_, w.Matrix(attn + "a_proj.weight", {heads, h}));
+    MCSERVE_ASSIGN_OR_RETURN(m->m_proj_, w.Matrix(attn + "m_proj.weight", {heads, h}));
+    MCSERVE_ASSIGN_OR_RETURN(m->b_proj_, w.Matrix(attn + "b_proj.weight", {heads, h}));
     return m;
   }
 
   std::vector<StateSpec> StateSpecs() const override {
-    std::vector<StateSpec> specs = {{"memory", {heads_, dk_, dv_}}, {"momentum", {heads_, dk_, dv_}}};
-    qkv_.AddStateSpecs(&specs);
-    return specs;
+    return core_.StateSpecs({{"momentum", {core_.dims.v_heads, core_.dims.dk, core_.dims.dv}}});
   }
 
   absl::Status Forward(const Context& ctx, const Tensor& x, const kernels::BatchLayout& layout, LayerState& state,
                        Tensor* out) const override {
-    const int64_t t = x.dim(0);
-    MCSERVE_ASSIGN_OR_RETURN(QkvPipeline::Qkv qkv, qkv_.Run(ctx, x, layout, state));
+    MCSERVE_ASSIGN_OR_RETURN(QkvPipeline::Qkv qkv, core_.qkv.Run(ctx, x, layout, state));
     MCSERVE_ASSIGN_OR_RETURN(Tensor alpha, SigmoidGate(ctx, x, a_proj_));  // retention
     MCSERVE_ASSIGN_OR_RETURN(Tensor eta, SigmoidGate(ctx, x, m_proj_));    // momentum
     MCSERVE_ASSIGN_OR_RETURN(Tensor theta, SigmoidGate(ctx, x, b_proj_));  // step size
-    MCSERVE_ASSIGN_OR_RETURN(Tensor o, NewF32(ctx, {t, heads_, dv_}));
-    MCSERVE_RETURN_IF_ERROR(kernels::LinearMemory(
-        ctx, {.rule = kernels::LinearMemoryRule::kTitans, .q = &qkv.q, .k = &qkv.k, .v = &qkv.v, .decay = &alpha,
-              .beta = &theta, .gamma = &eta, .layout = layout, .state = &state.at("memory"),
-              .aux = &state.at("momentum"), .out = &o}));
-    return output_.Run(ctx, x, o, out);
+    return core_.Finish(ctx, x, qkv,
+                        {.rule = kernels::LinearMemoryRule::kTitans, .decay = &alpha, .beta = &theta, .gamma = &eta},
+                        layout, state, "momentum", out);
   }
 
  private:
-  int64_t heads_ = 0, dk_ = 0, dv_ = 0;
-  QkvPipeline qkv_;
+  DeltaStyleCore core_;
   Tensor a_proj_, m_proj_, b_proj_;  // [heads, H] each
-  GatedOutput output_;
 };
 
 }  // namespace
