@@ -9,6 +9,11 @@ using kernels::ActivationKind;
 using kernels::Context;
 using kernels::Tensor;
 
+QkvOptions EqualHeadOptions(const ModelConfig& c) {
+  return {.q_heads = c.num_heads, .v_heads = c.num_heads, .dk = c.head_k_dim, .dv = c.head_v_dim,
+          .use_conv = c.use_short_conv, .conv_size = c.conv_size};
+}
+
 absl::StatusOr<QkvPipeline> QkvPipeline::Bind(const WeightBinder& w, const std::string& attn, int64_t hidden,
                                               const QkvOptions& o) {
   QkvPipeline p;

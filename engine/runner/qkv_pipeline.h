@@ -23,6 +23,9 @@ struct QkvOptions {
   bool qk_l2 = true;  // L2 (eps 1e-6); false: sum normalisation (no eps)
 };
 
+// SWLA / Titans: num_heads q, k and v heads of head_k_dim / head_v_dim, SiLU + L2 (GDN's pipeline).
+QkvOptions EqualHeadOptions(const ModelConfig& c);
+
 class QkvPipeline {
  public:
   // Binds `<attn>{q,k,v}_proj.weight` (and `{q,k,v}_conv1d.weight` with convs).

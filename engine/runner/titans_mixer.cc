@@ -15,10 +15,7 @@ class TitansMixer : public Mixer {
   static absl::StatusOr<std::unique_ptr<Mixer>> Make(const ModelConfig& c, const WeightBinder& w, int layer) {
     auto m = std::make_unique<TitansMixer>();
     const int64_t h = c.hidden_size, heads = c.num_heads;
-    MCSERVE_ASSIGN_OR_RETURN(m->core_, DeltaStyleCore::Bind(c, w, layer,
-                                                            {.q_heads = heads, .v_heads = heads, .dk = c.head_k_dim,
-                                                             .dv = c.head_v_dim, .use_conv = c.use_short_conv,
-                                                             .conv_size = c.conv_size}));
+    MCSERVE_ASSIGN_OR_RETURN(m->core_, DeltaStyleCore::Bind(c, w, layer, EqualHeadOptions(c)));
     const std::string& attn = m->core_.attn;
     MCSERVE_ASSIGN_OR_RETURN(m->a_proj_, w.Matrix(attn + "a_proj.weight", {heads, h}));
     MCSERVE_ASSIGN_OR_RETURN(m->m_proj_, w.Matrix(attn + "m_proj.weight", {heads, h}));

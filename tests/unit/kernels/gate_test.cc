@@ -8,18 +8,11 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "random_inputs.h"
 #include "kernels/cpu/thread_pool.h"
 
 namespace mcserve::kernels {
 namespace {
-
-std::vector<float> RandomVector(int64_t size, uint32_t seed, float lo, float hi) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(lo, hi);
-  std::vector<float> v(size);
-  for (float& f : v) f = u(rng);
-  return v;
-}
 
 // A [n] parameter of `dtype` and the exact values it stores. F16 values are quantised to 1/256
 // within (−8, 8), which F16 represents exactly, and encoded from sign, exponent and mantissa.

@@ -6,18 +6,11 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "random_inputs.h"
 #include "kernels/cpu/thread_pool.h"
 
 namespace mcserve::kernels {
 namespace {
-
-std::vector<float> RandomVector(int64_t size, uint32_t seed, float lo, float hi) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(lo, hi);
-  std::vector<float> v(size);
-  for (float& f : v) f = u(rng);
-  return v;
-}
 
 void ExpectNorm(RowNormKind kind, const std::vector<float>& x, float eps, float scale, const std::vector<float>& got,
                 int64_t rows, int64_t n) {

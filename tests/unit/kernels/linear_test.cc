@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "random_inputs.h"
 #include "kernels/cpu/thread_pool.h"
 
 namespace mcserve::kernels {
@@ -43,14 +44,6 @@ Weight MakeWeight(DType dtype, int64_t n, int64_t k, uint32_t seed) {
   }
   w.tensor = Tensor::WrapHost(bits->data(), dtype, {n, k}, bits);
   return w;
-}
-
-std::vector<float> RandomVector(int64_t size, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::vector<float> v(size);
-  for (float& f : v) f = u(rng);
-  return v;
 }
 
 // Checks out[m, n] == base + x·wᵀ within 1e-5 of Σ|x·w| per element.

@@ -7,18 +7,14 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "random_inputs.h"
 #include "kernels/cpu/thread_pool.h"
 
 namespace mcserve::kernels {
 namespace {
 
-std::vector<float> RandomVector(int64_t size, uint32_t seed, float lo = -2.0f, float hi = 2.0f) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(lo, hi);
-  std::vector<float> v(size);
-  for (float& f : v) f = u(rng);
-  return v;
-}
+// Inputs in [-2, 2).
+std::vector<float> RandomInput(int64_t size, uint32_t seed) { return RandomVector(size, seed, -2.0f, 2.0f); }
 
 // A [n] weight of `dtype` (read-only view) and the exact values it stores.
 std::pair<Tensor, std::vector<float>> MakeVector(DType dtype, const std::vector<float>& values) {
@@ -77,7 +73,7 @@ TEST_P(RmsNormDTypeTest, MatchesDoubleLoop) {
       for (bool gated : {false, true}) {
         SCOPED_TRACE(testing::Message() << "rows=" << rows << " n=" << n << " gated=" << gated);
         auto [w, w_exact] = MakeVector(GetParam(), RandomVector(n, 3, 0.5f, 1.5f));
-        std::vector<float> xv = RandomVector(rows * n, 11), gv = RandomVector(rows * n, 12, -6.0f, 6.0f);
+        std::vector<float> xv = RandomInput(rows * n, 11), gv = RandomVector(rows * n, 12, -6.0f, 6.0f);
         auto x = *Tensor::FromHost(xv, {rows, n}, Device::kCpu);
         auto g = *Tensor::FromHost(gv, {rows, n}, Device::kCpu);
         auto out = *Tensor::Zeros(DType::kF32, {rows, n}, Device::kCpu);
@@ -95,8 +91,8 @@ INSTANTIATE_TEST_SUITE_P(AllWeightTypes, RmsNormDTypeTest, testing::Values(DType
 
 TEST(RmsNormTest, OutMayAliasXOrGate) {
   const int64_t rows = 5, n = 19;
-  auto [w, w_exact] = MakeVector(DType::kF32, RandomVector(n, 4));
-  std::vector<float> xv = RandomVector(rows * n, 5), gv = RandomVector(rows * n, 6);
+  auto [w, w_exact] = MakeVector(DType::kF32, RandomInput(n, 4));
+  std::vector<float> xv = RandomInput(rows * n, 5), gv = RandomInput(rows * n, 6);
   auto x = *Tensor::FromHost(xv, {rows, n}, Device::kCpu);
   auto g = *Tensor::FromHost(gv, {rows, n}, Device::kCpu);
   ASSERT_TRUE(RmsNorm({}, {&x, &w, &g, 1e-6f, &x}).ok());
