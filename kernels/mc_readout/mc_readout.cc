@@ -1,0 +1,156 @@
+#include "kernels/mc_readout/mc_readout.h"
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/core/status_macros.h"
+#include "kernels/core/tensor_data.h"
+
+namespace mcserve::kernels {
+namespace {
+
+absl::Status Bad(const std::string& msg) { return absl::InvalidArgumentError(absl::StrCat("McReadout: ", msg)); }
+
+// A tensor of `dtype` and exactly `shape` on `dev`, or an error naming it and what was wanted.
+absl::Status Check(const std::string& name, const Tensor& t, DType dtype, const Shape& shape, Device dev,
+                   const char* want) {
+  if (t.dtype() != dtype || t.shape() != shape || t.device() != dev) {
+    return Bad(absl::StrCat(name, " ", t.DebugString(), " (want ", DTypeName(dtype), " ", ShapeString(shape), " ",
+                            want, " on ", DeviceName(dev), ")"));
+  }
+  return absl::OkStatus();
+}
+
+// Whether the storage of a and b overlaps (views of one buffer included).
+bool Overlaps(const Tensor& a, const Tensor& b) {
+  if (a.nbytes() == 0 || b.nbytes() == 0) return false;
+  const auto* pa = static_cast<const char*>(RawData(a));
+  const auto* pb = static_cast<const char*>(RawData(b));
+  return pa < pb + b.nbytes() && pb < pa + a.nbytes();
+}
+
+const char* CombineName(McCombine c) {
+  switch (c) {
+    case McCombine::kSum: return "sum";
+    case McCombine::kSoftmax: return "softmax";
+    case McCombine::kTopKSoftmax: return "top-k softmax";
+  }
+  return nullptr;
+}
+
+// Offsets [T + 1] start at 0, never decrease and end at P; every page index is in [0, num_pages).
+absl::Status CheckCsr(const Tensor& offsets, const Tensor& token_pages, int64_t t, int64_t num_pages) {
+  MCSERVE_ASSIGN_OR_RETURN(std::vector<int32_t> off, offsets.ToHostI32());
+  MCSERVE_ASSIGN_OR_RETURN(std::vector<int32_t> idx, token_pages.ToHostI32());
+  const int64_t p = static_cast<int64_t>(idx.size());
+  if (off[0] != 0) return Bad(absl::StrCat("token_page_offsets[0] = ", off[0], " (want 0)"));
+  for (int64_t i = 0; i < t; ++i) {
+    if (off[i + 1] < off[i]) {
+      return Bad(absl::StrCat("token_page_offsets decrease at token ", i, ": ", off[i], " > ", off[i + 1]));
+    }
+  }
+  if (off[t] != p) return Bad(absl::StrCat("token_page_offsets[T = ", t, "] = ", off[t], " (want P = ", p, ")"));
+  for (int64_t e = 0; e < p; ++e) {
+    if (idx[e] < 0 || idx[e] >= num_pages) {
+      return Bad(absl::StrCat("token_pages[", e, "] = ", idx[e], " is out of range for ", num_pages, " pages"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Validate(const Context& ctx, const McReadoutArgs& a) {
+  const char* combine = CombineName(a.combine);
+  if (combine == nullptr) return Bad("unknown combine kind");
+  const bool softmax = a.combine != McCombine::kSum;
+  if (a.q == nullptr || a.online == nullptr || a.out == nullptr || a.token_page_offsets == nullptr ||
+      a.token_pages == nullptr) {
+    return Bad("q, online, out, token_page_offsets and token_pages are required");
+  }
+  if (softmax && (a.u == nullptr || a.online_pool == nullptr)) {
+    return Bad(absl::StrCat("u and online_pool are required by combine ", combine));
+  }
+  if (a.combine == McCombine::kTopKSoftmax && a.top_k < 1) {
+    return Bad(absl::StrCat("top_k = ", a.top_k, " (want >= 1 for combine ", combine, ")"));
+  }
+  if (!std::isfinite(a.online_weight) || !std::isfinite(a.cached_weight)) {
+    return Bad(absl::StrCat("online_weight ", a.online_weight, " and cached_weight ", a.cached_weight,
+                            " must be finite"));
+  }
+  const Tensor &q = *a.q, &online = *a.online, &out = *a.out;
+  if (q.rank() != 3 || online.rank() != 3 || q.dtype() != DType::kF32 || online.dtype() != DType::kF32 ||
+      online.dim(0) != q.dim(0) || online.dim(1) != q.dim(1)) {
+    return Bad(absl::StrCat("q ", q.DebugString(), ", online ", online.DebugString(),
+                            " (want F32 [T, Hs, K] and [T, Hs, V])"));
+  }
+  const int64_t t = q.dim(0), hs = q.dim(1), k = q.dim(2), v = online.dim(2);
+  const Device dev = q.device();
+  if (dev != ctx.device) {
+    return Bad(absl::StrCat("tensors on ", DeviceName(dev), ", context on ", DeviceName(ctx.device)));
+  }
+  MCSERVE_RETURN_IF_ERROR(Check("online", online, DType::kF32, {t, hs, v}, dev, "[T, Hs, V]"));
+  MCSERVE_RETURN_IF_ERROR(Check("out", out, DType::kF32, {t, hs, v}, dev, "[T, Hs, V]"));
+  if (out.read_only()) return Bad("out is read-only");
+  if (softmax) {
+    MCSERVE_RETURN_IF_ERROR(Check("u", *a.u, DType::kF32, {t, hs, k}, dev, "[T, Hs, K]"));
+    MCSERVE_RETURN_IF_ERROR(Check("online_pool", *a.online_pool, DType::kF32, {t, hs, k}, dev, "[T, Hs, K]"));
+  }
+  const int64_t num_pages = static_cast<int64_t>(a.pages.size());
+  for (int64_t i = 0; i < num_pages; ++i) {
+    const McPage& page = a.pages[i];
+    const std::string name = absl::StrCat("pages[", i, "]");
+    if (page.memory == nullptr) return Bad(absl::StrCat(name, ".memory is required"));
+    MCSERVE_RETURN_IF_ERROR(Check(name + ".memory", *page.memory, DType::kF32, {hs, k, v}, dev, "[Hs, K, V]"));
+    if (softmax) {
+      if (page.pooled_key == nullptr) {
+        return Bad(absl::StrCat(name, ".pooled_key is required by combine ", combine));
+      }
+      MCSERVE_RETURN_IF_ERROR(Check(name + ".pooled_key", *page.pooled_key, DType::kF32, {hs, k}, dev, "[Hs, K]"));
+    }
+  }
+  const Tensor &offsets = *a.token_page_offsets, &token_pages = *a.token_pages;
+  MCSERVE_RETURN_IF_ERROR(Check("token_page_offsets", offsets, DType::kI32, {t + 1}, dev, "[T + 1]"));
+  if (token_pages.rank() != 1) {
+    return Bad(absl::StrCat("token_pages ", token_pages.DebugString(), " (want I32 [P])"));
+  }
+  MCSERVE_RETURN_IF_ERROR(Check("token_pages", token_pages, DType::kI32, token_pages.shape(), dev, "[P]"));
+  MCSERVE_RETURN_IF_ERROR(CheckCsr(offsets, token_pages, t, num_pages));
+
+  // out may be online itself, but must not overlap any other input.
+  if (Overlaps(out, online) && RawData(out) != RawData(online)) return Bad("out partially overlaps online");
+  std::vector<std::pair<std::string, const Tensor*>> inputs = {{"q", &q}};
+  if (softmax) {
+    inputs.push_back({"u", a.u});
+    inputs.push_back({"online_pool", a.online_pool});
+  }
+  for (const auto& [name, tensor] : inputs) {
+    if (Overlaps(out, *tensor)) return Bad(absl::StrCat("out overlaps ", name));
+  }
+  for (int64_t i = 0; i < num_pages; ++i) {
+    if (Overlaps(out, *a.pages[i].memory) || (softmax && Overlaps(out, *a.pages[i].pooled_key))) {
+      return Bad(absl::StrCat("out overlaps pages[", i, "]"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status McReadout(const Context& ctx, const McReadoutArgs& args) {
+  MCSERVE_RETURN_IF_ERROR(Validate(ctx, args));
+  switch (ctx.device) {
+    case Device::kCpu:
+      return internal::McReadoutCpu(ctx, args);
+    case Device::kCuda:
+#if defined(MCSERVE_WITH_CUDA)
+      return internal::McReadoutCuda(ctx, args);
+#else
+      return absl::UnimplementedError("built without CUDA");
+#endif
+  }
+  return absl::InternalError("McReadout: unknown device");
+}
+
+}  // namespace mcserve::kernels

@@ -1,0 +1,172 @@
+// CPU McReadout. Work is split into fixed tasks of (state head, block of kTokenBlock tokens), so the
+// result never depends on the thread count. A task first computes its tokens' gate weights and
+// writes y = γ_on·o_on, then walks the pages: the tokens of the block that read a page (found through
+// a page → entries inverse of the CSR lists) are batched into one sgemm Y = (γ q)·S_page,head and
+// added to their rows of y; pages read by at most kLoopMaxRows tokens of the block (decode) use the
+// vectorisable AccumulateReadOut loop instead. Nothing of size K×V is ever built per token.
+#include <cblas.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "kernels/core/tensor_data.h"
+#include "kernels/cpu/thread_pool.h"
+#include "kernels/mc_readout/mc_readout.h"
+#include "kernels/mc_readout/mc_readout_math.h"
+
+namespace mcserve::kernels::internal {
+namespace {
+
+namespace math = mc_readout_math;
+
+constexpr int64_t kTokenBlock = 64;            // tokens per task
+constexpr int64_t kLoopMaxRows = 2;            // up to this many readers of a page: loop, not sgemm
+constexpr int64_t kMinParallelMacs = 1 << 15;  // below this the pool costs more than it saves
+
+// Everything a task reads, resolved once.
+struct Problem {
+  McCombine combine;
+  int top_k;
+  float online_weight, cached_weight;
+  int64_t t, hs, k, v, p;
+  const float *q, *u, *online_pool, *online;
+  float* out;
+  const int32_t *offsets, *token_pages;
+  std::vector<const float*> memory, pooled;  // per page: [Hs, K, V], [Hs, K] (null for kSum)
+  // Inverse CSR: entries reading page i are inv_entry[page_begin[i] .. page_begin[i + 1]), by token.
+  std::vector<int64_t> page_begin;
+  std::vector<int32_t> inv_entry, inv_token;
+  std::vector<float> gamma;  // [Hs, P]: weight of entry e for head h at h·P + e (0 = not read)
+};
+
+void BuildInverse(Problem& pr) {
+  const int64_t num_pages = static_cast<int64_t>(pr.memory.size());
+  pr.page_begin.assign(num_pages + 1, 0);
+  for (int64_t e = 0; e < pr.p; ++e) ++pr.page_begin[pr.token_pages[e] + 1];
+  for (int64_t i = 0; i < num_pages; ++i) pr.page_begin[i + 1] += pr.page_begin[i];
+  std::vector<int64_t> fill(pr.page_begin.begin(), pr.page_begin.end() - 1);
+  pr.inv_entry.resize(pr.p);
+  pr.inv_token.resize(pr.p);
+  for (int64_t t = 0; t < pr.t; ++t) {  // tokens ascending, so every page's list is sorted by token
+    for (int32_t e = pr.offsets[t]; e < pr.offsets[t + 1]; ++e) {
+      const int64_t slot = fill[pr.token_pages[e]]++;
+      pr.inv_entry[slot] = e;
+      pr.inv_token[slot] = static_cast<int32_t>(t);
+    }
+  }
+}
+
+// Gate weights of tokens [t0, t1) for head h into pr.gamma, and y = γ_on·o_on.
+void WeightsAndOnline(Problem& pr, int64_t h, int64_t t0, int64_t t1) {
+  const int k = static_cast<int>(pr.k), v = static_cast<int>(pr.v);
+  thread_local std::vector<unsigned char> keep;
+  float* gamma = pr.gamma.data() + h * pr.p;
+  for (int64_t t = t0; t < t1; ++t) {
+    const int64_t row = t * pr.hs + h;
+    const int32_t e0 = pr.offsets[t], n = pr.offsets[t + 1] - e0;
+    float g_on;
+    if (pr.combine == McCombine::kSum) {
+      std::fill(gamma + e0, gamma + e0 + n, pr.cached_weight);
+      g_on = pr.online_weight;
+    } else {
+      const float* u = pr.u + row * pr.k;
+      for (int32_t i = 0; i < n; ++i) gamma[e0 + i] = math::Dot(u, pr.pooled[pr.token_pages[e0 + i]] + h * pr.k, k);
+      const float z_on = math::Dot(u, pr.online_pool + row * pr.k, k);
+      const int top_k = pr.combine == McCombine::kTopKSoftmax ? pr.top_k : 0;
+      if (keep.size() < static_cast<size_t>(n)) keep.resize(n);
+      g_on = math::GateWeights(gamma + e0, n, z_on, top_k, keep.data());
+    }
+    math::ScaleOnline(pr.online + row * pr.v, g_on, v, pr.out + row * pr.v);
+  }
+}
+
+// y += Σ over pages of the block's weighted read-outs, head h, tokens [t0, t1).
+void PageReadouts(const Problem& pr, int64_t h, int64_t t0, int64_t t1) {
+  const int64_t k = pr.k, v = pr.v, num_pages = static_cast<int64_t>(pr.memory.size());
+  const float* gamma = pr.gamma.data() + h * pr.p;
+  thread_local std::vector<int32_t> rows;  // entries of the current page with a nonzero weight
+  thread_local std::vector<float> x, y;    // [rows, K] scaled queries, [rows, V] read-outs
+  for (int64_t i = 0; i < num_pages; ++i) {
+    const int32_t* tok_begin = pr.inv_token.data() + pr.page_begin[i];
+    const int32_t* tok_end = pr.inv_token.data() + pr.page_begin[i + 1];
+    const int64_t lo = std::lower_bound(tok_begin, tok_end, static_cast<int32_t>(t0)) - pr.inv_token.data();
+    const int64_t hi = std::lower_bound(tok_begin, tok_end, static_cast<int32_t>(t1)) - pr.inv_token.data();
+    rows.clear();
+    for (int64_t s = lo; s < hi; ++s) {
+      if (gamma[pr.inv_entry[s]] != 0.0f) rows.push_back(static_cast<int32_t>(s));
+    }
+    if (rows.empty()) continue;
+    const float* S = pr.memory[i] + h * k * v;
+    const int64_t m = static_cast<int64_t>(rows.size());
+    if (m <= kLoopMaxRows || k == 0 || v == 0) {
+      for (int32_t s : rows) {
+        const int64_t row = pr.inv_token[s] * pr.hs + h;
+        math::AccumulateReadOut(S, pr.q + row * k, gamma[pr.inv_entry[s]], static_cast<int>(k),
+                                static_cast<int>(v), pr.out + row * v);
+      }
+      continue;
+    }
+    x.resize(m * k);
+    y.resize(m * v);
+    for (int64_t r = 0; r < m; ++r) {
+      const int32_t s = rows[r];
+      const float g = gamma[pr.inv_entry[s]];
+      const float* q = pr.q + (pr.inv_token[s] * pr.hs + h) * k;
+      for (int64_t c = 0; c < k; ++c) x[r * k + c] = g * q[c];
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(m), static_cast<int>(v),
+                static_cast<int>(k), 1.0f, x.data(), static_cast<int>(k), S, static_cast<int>(v), 0.0f, y.data(),
+                static_cast<int>(v));
+    for (int64_t r = 0; r < m; ++r) {
+      float* out = pr.out + (pr.inv_token[rows[r]] * pr.hs + h) * v;
+      const float* yr = y.data() + r * v;
+      for (int64_t c = 0; c < v; ++c) out[c] += yr[c];
+    }
+  }
+}
+
+}  // namespace
+
+absl::Status McReadoutCpu(const Context& ctx, const McReadoutArgs& args) {
+  Problem pr;
+  pr.combine = args.combine;
+  pr.top_k = args.top_k;
+  pr.online_weight = args.online_weight;
+  pr.cached_weight = args.cached_weight;
+  pr.t = args.q->dim(0);
+  pr.hs = args.q->dim(1);
+  pr.k = args.q->dim(2);
+  pr.v = args.online->dim(2);
+  pr.p = args.token_pages->dim(0);
+  if (pr.t == 0 || pr.hs == 0 || pr.v == 0) return absl::OkStatus();
+  const bool softmax = args.combine != McCombine::kSum;
+  pr.q = Data<float>(*args.q);
+  pr.u = softmax ? Data<float>(*args.u) : nullptr;
+  pr.online_pool = softmax ? Data<float>(*args.online_pool) : nullptr;
+  pr.online = Data<float>(*args.online);
+  pr.out = Data<float>(*args.out);
+  pr.offsets = Data<int32_t>(*args.token_page_offsets);
+  pr.token_pages = Data<int32_t>(*args.token_pages);
+  for (const McPage& page : args.pages) {
+    pr.memory.push_back(Data<float>(*page.memory));
+    pr.pooled.push_back(softmax ? Data<float>(*page.pooled_key) : nullptr);
+  }
+  BuildInverse(pr);
+  pr.gamma.assign(pr.hs * pr.p, 0.0f);
+
+  const int64_t blocks = (pr.t + kTokenBlock - 1) / kTokenBlock;
+  const int64_t macs = pr.hs * (pr.p * pr.k * pr.v + pr.t * pr.v);
+  cpu::ThreadPool* pool = macs >= kMinParallelMacs ? ctx.pool : nullptr;
+  cpu::ParallelFor(pool, pr.hs * blocks, [&](int64_t begin, int64_t end) {
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t h = task / blocks, t0 = (task % blocks) * kTokenBlock;
+      const int64_t t1 = std::min(pr.t, t0 + kTokenBlock);
+      WeightsAndOnline(pr, h, t0, t1);
+      PageReadouts(pr, h, t0, t1);
+    }
+  });
+  return absl::OkStatus();
+}
+
+}  // namespace mcserve::kernels::internal
