@@ -364,6 +364,9 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const
   }
 
   MCSERVE_RETURN_IF_ERROR(ReadShared(r, c));
+  if (r.Has("memory_caching")) {
+    MCSERVE_ASSIGN_OR_RETURN(c.memory_caching, ParseMcConfig(j.at("memory_caching").dump(), source));
+  }
   switch (c.family) {
     case ModelFamily::kLinearAttn: MCSERVE_RETURN_IF_ERROR(ReadLinearAttn(r, c)); break;
     case ModelFamily::kGla: MCSERVE_RETURN_IF_ERROR(ReadGla(r, c)); break;

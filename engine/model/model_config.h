@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "engine/model/mc_config.h"
 
 namespace mcserve::engine {
 
@@ -64,6 +65,9 @@ struct ModelConfig {
 
   // titans.
   int64_t memory_depth = 1;
+
+  // Memory Caching (config.json `memory_caching`); nullopt = off.
+  std::optional<McConfig> memory_caching;
 };
 
 // Parses config.json text. `source` names the file in error messages.
