@@ -15,6 +15,7 @@ import os
 
 import torch
 
+from . import mc as mc_mod
 from . import ops
 from .safetensors_io import load_model_dir
 
@@ -109,6 +110,9 @@ class _Weights:
 class _Mixer:
     """Base: subclasses implement new_state() and run(x, state) -> y.
 
+    `mc` (a mc.MemoryCaching or None) replaces the recurrence's raw read-out by MC's aggregation
+    (before the output norm / gate); `mc_dims()` = (state heads, K, V, query heads) for it.
+
     run(x, None) is the "full sequence" path: fresh state, convolution done with
     F.conv1d over the whole sequence.  run(x, state) is the incremental path: convolution via
     the conv cache, recurrent state carried in `state` (mutated in place)."""
@@ -121,8 +125,14 @@ class _Mixer:
         y, state["conv_" + name] = ops.short_conv_step(x, w, state["conv_" + name], act)
         return y
 
+    mc = None
+
     def _conv_state(self, d):
         return torch.zeros(d, self.conv_size, dtype=self.dtype)
+
+    def mc_dims(self):
+        # state heads, key dim of the memory (feature dim for linear_attn), value dim, query heads
+        return self.nh, self.dk, self.dv, self.nh
 
 
 class LinearAttention(_Mixer):
@@ -183,6 +193,9 @@ class LinearAttention(_Mixer):
             return lambda x: ops.hadamard(x, w1, b1, w2, b2)
         raise ValueError("unsupported feature_map %r" % fm)
 
+    def mc_dims(self):
+        return self.nh, self.fdim, self.dv, self.nh
+
     def new_state(self):
         return {"S": torch.zeros(self.nh, self.fdim, self.dv, dtype=self.dtype),
                 "z": torch.zeros(self.nh, self.fdim, dtype=self.dtype)}
@@ -198,7 +211,10 @@ class LinearAttention(_Mixer):
         if self.norm_k:
             k = k / (k.sum(-1, keepdim=True) + ops.SUM_NORM_EPS)
         st = state if state is not None else self.new_state()
-        o, st["S"], st["z"] = ops.linear_attn_recurrent(q, k, v, self.scale, self.normalize, st["S"], st["z"])
+        if self.mc is not None:
+            o = self.mc.run(x, dict(q=q * self.scale, k=k, v=v), st)
+        else:
+            o, st["S"], st["z"] = ops.linear_attn_recurrent(q, k, v, self.scale, self.normalize, st["S"], st["z"])
         o = ops.rms_norm(o, self.norm_w, self.eps)
         return o.reshape(T, -1) @ self.wo.T
 
@@ -267,7 +283,10 @@ class GLA(_Mixer):
         if self.fmap is not None:
             q, k = self.fmap(q), self.fmap(k)
         st = state if state is not None else self.new_state()
-        o, st["S"] = ops.gla_recurrent(q, k, v, gk, self.scale, st["S"])
+        if self.mc is not None:
+            o = self.mc.run(x, dict(q=q * self.scale, k=k, v=v, gk=gk), st)
+        else:
+            o, st["S"] = ops.gla_recurrent(q, k, v, gk, self.scale, st["S"])
         if self.use_gate:
             g = (x @ self.wg.T).view(T, self.nh, self.dv)
             o = ops.rms_norm(o, self.gnorm_w, self.eps) * ops.act_fn(self.gate_fn)(g)
@@ -341,7 +360,10 @@ class DeltaNet(_Mixer):
         if self.neg:
             beta = beta * 2.0
         st = state if state is not None else self.new_state()
-        o, st["S"] = ops.delta_rule_recurrent(q, k, v, beta, self.scale, st["S"])
+        if self.mc is not None:
+            o = self.mc.run(x, dict(q=q * self.scale, k=k, v=v, beta=beta), st)
+        else:
+            o, st["S"] = ops.delta_rule_recurrent(q, k, v, beta, self.scale, st["S"])
         if self.use_gate:
             g = (x @ self.wg.T).view(T, self.nh, self.dv)
             o = ops.gated_rms_norm(o, g, self.onorm_w, self.eps, "swish")
@@ -419,6 +441,9 @@ class GatedDeltaNet(_GDNLike):
         self.dt_bias = W(p + "dt_bias", (self.nvh,))
         self.neg = bool(cfg["allow_neg_eigval"])
 
+    def mc_dims(self):
+        return self.nvh, self.dk, self.dv, self.nh
+
     def new_state(self):
         st = {"S": torch.zeros(self.nvh, self.dk, self.dv, dtype=self.dtype)}
         st.update(self._conv_states())
@@ -434,7 +459,10 @@ class GatedDeltaNet(_GDNLike):
             beta = beta * 2.0
         g = ops.gdn_log_decay(x @ self.wa.T, self.A_log, self.dt_bias)
         st = state if state is not None else self.new_state()
-        o, st["S"] = ops.gated_delta_rule_recurrent(q, k, v, g, beta, self.scale, st["S"])
+        if self.mc is not None:
+            o = self.mc.run(x, dict(q=q * self.scale, k=k, v=v, g=g, beta=beta), st)
+        else:
+            o, st["S"] = ops.gated_delta_rule_recurrent(q, k, v, g, beta, self.scale, st["S"])
         return self._out(x, o)
 
 
@@ -461,8 +489,11 @@ class SWLA(_GDNLike):
         beta = torch.sigmoid(x @ self.wb.T)
         lam = torch.sigmoid(x @ self.wl.T)
         st = state if state is not None else self.new_state()
-        o, st["M"], st["k_prev"], st["v_prev"] = ops.swla_recurrent(
-            q, k, v, alpha, beta, lam, self.scale, st["M"], st["k_prev"], st["v_prev"])
+        if self.mc is not None:
+            o = self.mc.run(x, dict(q=q * self.scale, k=k, v=v, alpha=alpha, beta=beta, lam=lam), st)
+        else:
+            o, st["M"], st["k_prev"], st["v_prev"] = ops.swla_recurrent(
+                q, k, v, alpha, beta, lam, self.scale, st["M"], st["k_prev"], st["v_prev"])
         return self._out(x, o)
 
 
@@ -486,7 +517,10 @@ class Titans(_GDNLike):
         eta = torch.sigmoid(x @ self.wm.T)
         theta = torch.sigmoid(x @ self.wb.T)
         st = state if state is not None else self.new_state()
-        o, st["M"], st["S"] = ops.titans_recurrent(q, k, v, alpha, eta, theta, self.scale, st["M"], st["S"])
+        if self.mc is not None:
+            o = self.mc.run(x, dict(q=q * self.scale, k=k, v=v, alpha=alpha, eta=eta, theta=theta), st)
+        else:
+            o, st["M"], st["S"] = ops.titans_recurrent(q, k, v, alpha, eta, theta, self.scale, st["M"], st["S"])
         return self._out(x, o)
 
 
@@ -519,6 +553,10 @@ class CausalLM:
                 down=W(p + "mlp.down_proj.weight", (H, I)),
             )
             self.layers.append(layer)
+        self.mc_cfg = mc_mod.resolve_mc_config(cfg.get("memory_caching"), cfg["num_hidden_layers"])
+        if self.mc_cfg is not None:
+            for i in self.mc_cfg["layers"]:
+                self._attach_mc(i, W)
         self.norm = W("model.norm.weight", (H,))
         if W.has("lm_head.weight"):
             self.lm_head = W("lm_head.weight", (V, H))
@@ -528,11 +566,24 @@ class CausalLM:
             raise KeyError("lm_head.weight missing and tie_word_embeddings is false")
         unused = set(tensors) - W.used
         # legacy GDN attn.D and the second alias of tied feature maps are ignored
-        ignorable = {n for n in unused if n.endswith(".attn.D")
+        # and so are MC gate weights of layers that do not use them (MC off, not in `layers`, gate q)
+        ignorable = {n for n in unused if n.endswith(".attn.D") or n.endswith(".attn.mc.u_proj.weight")
                      or (cfg.get("tie_feature_map_qk") and ".attn.feature_map_" in n)}
         self.unused = sorted(unused - ignorable)
         if strict and self.unused:
             raise ValueError("unused tensors in checkpoint: %s" % self.unused)
+
+    def _attach_mc(self, i, W):
+        attn = self.layers[i]["attn"]
+        mt = self.cfg["model_type"]
+        if mt == "linear_attn" and attn.normalize:
+            raise NotImplementedError("memory caching with linear_attn norm_feature_map: true")
+        Hs, K, V, Hq = attn.mc_dims()
+        name = "model.layers.%d.attn.mc.u_proj.weight" % i
+        gate = self.mc_cfg["gate"] or ("u_proj" if W.has(name) else "q")
+        w_u = W(name, (Hq * K, self.cfg["hidden_size"])) if gate == "u_proj" else None
+        rule = mc_mod.MemoryRule(mt, Hs, K, V, self.dtype)
+        attn.mc = mc_mod.MemoryCaching(self.mc_cfg, rule, Hq, w_u)
 
     @classmethod
     def from_dir(cls, d, dtype=torch.float32, strict=True):
