@@ -6,6 +6,7 @@
     /usr/bin/python3 tests/reference/export_fixtures.py --out DIR        # write elsewhere
     /usr/bin/python3 tests/reference/export_fixtures.py --train-tokenizer  # retrain tests/data/tokenizer.model
     /usr/bin/python3 tests/reference/export_fixtures.py --bench-model DIR [--dtype bf16]
+    /usr/bin/python3 tests/reference/export_fixtures.py --mc             # only the MC goldens (tests/data/mc)
 
 Each fixture directory holds config.json, model.safetensors (or shards + index),
 tokenizer.model, golden.safetensors {prompt_ids I32 [T], logits F32 [T, vocab], greedy_ids I32 [16]}
@@ -37,6 +38,7 @@ from mcserve_ref import safetensors_io as st  # noqa: E402
 REPO = os.path.dirname(os.path.dirname(HERE))
 DATA = os.path.join(REPO, "tests", "data")
 MODELS = os.path.join(DATA, "models")
+MC_DATA = os.path.join(DATA, "mc")
 TOKENIZER = os.path.join(DATA, "tokenizer.model")
 CORPUS = "tokenizer_corpus.txt"
 
@@ -127,7 +129,46 @@ FIXTURES = {
     "swla": (cfg("swla", head_dim=16, expand_v=1.0, use_short_conv=True, conv_size=4, use_gate=True), {}),
     "titans": (cfg("titans", head_dim=16, expand_v=1.0, use_short_conv=True, conv_size=4, use_gate=False,
                    memory_depth=1), {}),
+    # Memory Caching with learned gate weights (attn.mc.u_proj); its golden is computed WITH MC
+    "gated_deltanet_mc_uproj": (cfg("gated_deltanet", attn_mode="chunk", head_dim=16, expand_v=1.0, num_v_heads=None,
+                                    use_gate=True, use_short_conv=True, conv_size=4, allow_neg_eigval=False,
+                                    memory_caching=dict(aggregation="grm", segmentation="constant", segment_size=4,
+                                                        init_mode="checkpoint", gate="u_proj")), {}),
 }
+
+
+# ------------------------------------------------------------------------------- MC variants
+
+MC_BASES = ("gated_deltanet", "linear_attn_identity")
+
+
+def mc_object(aggregation, init_mode="independent", segmentation="constant", segment_size=4, gate="q",
+              pool="mean", top_k=2, mean_combine="add", layers="all", swla_cross_boundary=None):
+    """A full `memory_caching` object (every field of the docs table written out)."""
+    return dict(aggregation=aggregation, segmentation=segmentation,
+                segment_size=segment_size if segmentation == "constant" else 256,
+                init_mode=init_mode, gate=gate, pool=pool, top_k=top_k, mean_combine=mean_combine,
+                layers=layers,
+                swla_cross_boundary=(init_mode == "checkpoint") if swla_cross_boundary is None
+                else swla_cross_boundary)
+
+
+def mc_variants():
+    """[(name, memory_caching object)], the golden variants for each base in MC_BASES."""
+    out = []
+    for agg in ("residual", "grm", "soup", "ssc"):
+        for init in ("independent", "checkpoint"):
+            for seg in ("constant", "logarithmic"):
+                out.append(("%s_%s_%s" % (agg, init, "c4" if seg == "constant" else "log"),
+                            mc_object(agg, init, seg)))
+    for comb in ("add", "average"):
+        for init in ("independent", "checkpoint"):
+            out.append(("mean_%s_%s_c4" % (comb, init), mc_object("mean", init, mean_combine=comb)))
+    out.append(("grm_independent_c4_poolsum", mc_object("grm", pool="sum")))
+    out.append(("ssc_k64_independent_c4", mc_object("ssc", top_k=64)))
+    out.append(("grm_independent_c4_layer1", mc_object("grm", layers=[1])))
+    out.append(("grm_independent_c1", mc_object("grm", segment_size=1)))
+    return out
 
 
 # ------------------------------------------------------------------------------- parameters
@@ -218,6 +259,14 @@ def param_specs(c):
         specs += [(p + "mlp_norm.weight", (H,), "norm"), (p + "mlp.gate_proj.weight", (I, H), "lin"),
                   (p + "mlp.up_proj.weight", (I, H), "lin"), (p + "mlp.down_proj.weight", (H, I), "out")]
     # tied heads: a random-sign final norm weight breaks the "repeat the input token" attractor
+    mcc = r.get("memory_caching")
+    if mcc and mcc.get("gate") == "u_proj" and mcc.get("aggregation") != "none":
+        # MC gate projection [num_q_heads * K, hidden], K = head_k (generator: GDN-like families only)
+        if mt not in ("gated_deltanet", "swla", "titans"):
+            raise NotImplementedError("u_proj fixtures are generated for GDN-like families only")
+        layers = mcc.get("layers", "all")
+        for i in range(r["num_hidden_layers"]) if layers == "all" else layers:
+            specs.append(("model.layers.%d.attn.mc.u_proj.weight" % i, (r["num_heads"] * r["head_dim"], H), "lin"))
     specs.append(("model.norm.weight", (H,), "signed_norm" if r["tie_word_embeddings"] else "norm"))
     if not r["tie_word_embeddings"]:
         specs.append(("lm_head.weight", (V, H), "head"))
@@ -333,9 +382,44 @@ def build_fixture(name, out_root=MODELS):
         "seed": seed,
         "min_greedy_margin": round(min(margins), 6),
     }
+    if config.get("memory_caching") is not None:
+        golden["memory_caching"] = "on (config.json memory_caching); logits and greedy ids are computed with MC"
     with open(os.path.join(d, "golden.json"), "w") as f:
         json.dump(golden, f, indent=2)
         f.write("\n")
+    return d
+
+
+def _write_json(path, obj):
+    with open(path, "w") as f:
+        json.dump(obj, f, indent=2)
+        f.write("\n")
+
+
+def build_mc_goldens(base, out_root=MC_DATA):
+    """tests/data/mc/<base>/: variants.json + <variant>.safetensors {logits F32 [T, vocab], greedy_ids I32 [16]}
+    for the base fixture's golden prompt, computed from the committed base fixture's weights."""
+    src = os.path.join(MODELS, base)
+    with open(os.path.join(src, "config.json")) as f:
+        config = json.load(f)
+    tensors = st.load_model_dir(src)
+    g, _ = st.load_file(os.path.join(src, "golden.safetensors"))
+    prompt_ids = [int(i) for i in g["prompt_ids"].to_numpy()]
+    d = os.path.join(out_root, base)
+    if os.path.isdir(d):
+        shutil.rmtree(d)
+    os.makedirs(d)
+    listing = []
+    for name, obj in mc_variants():
+        c = dict(config, memory_caching=obj)
+        logits, greedy, margins = _evaluate(c, tensors, prompt_ids)
+        st.save_file({
+            "logits": st.make_tensor(logits.numpy().astype(np.float32), "F32"),
+            "greedy_ids": st.make_tensor(np.array(greedy, np.int32), "I32"),
+        }, os.path.join(d, name + ".safetensors"))
+        listing.append({"name": name, "memory_caching": obj, "greedy_ids": greedy,
+                        "min_greedy_margin": round(min(margins), 6)})
+    _write_json(os.path.join(d, "variants.json"), listing)
     return d
 
 
@@ -389,6 +473,9 @@ def main(argv=None):
     ap.add_argument("--dtype", default="f32", choices=["f32", "bf16"])
     ap.add_argument("--tiny-model", metavar="DIR", help="write the bundled default model to DIR")
     ap.add_argument("--list", action="store_true")
+    ap.add_argument("--mc", action="store_true", help="only regenerate the MC goldens (tests/data/mc)")
+    ap.add_argument("--mc-out", help="output root of the MC goldens (default tests/data/mc; with a non-default "
+                                     "--out, MC goldens are only written when --mc-out is given)")
     a = ap.parse_args(argv)
     torch.set_num_threads(1)
     if a.list:
@@ -405,11 +492,18 @@ def main(argv=None):
         d, n = export_bench_model(a.bench_model, a.dtype)
         print("%s: %d parameters (%s)" % (d, n, a.dtype))
         return
-    names = a.only or list(FIXTURES)
-    for n in names:
-        d = build_fixture(n, a.out)
-        size = sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d))
-        print("%-26s %7d bytes  seed-search ok" % (n, size))
+    if not a.mc:
+        names = a.only or list(FIXTURES)
+        for n in names:
+            d = build_fixture(n, a.out)
+            size = sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d))
+            print("%-26s %7d bytes  seed-search ok" % (n, size))
+    mc_out = a.mc_out or (MC_DATA if os.path.abspath(a.out) == os.path.abspath(MODELS) else None)
+    if (a.mc or not a.only) and mc_out:
+        for b in MC_BASES:
+            d = build_mc_goldens(b, mc_out)
+            size = sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d))
+            print("mc/%-23s %7d bytes  %d variants" % (b, size, len(mc_variants())))
 
 
 if __name__ == "__main__":
