@@ -200,6 +200,7 @@ class McState:
         self.run = None     # checkpoint mode: the running memory
         self.snap = []      # checkpoint mode: snap[p-1] = running memory matrix after token p
         self.memo = {}      # independent mode: (first, last) -> matrix of a fresh memory over that block
+        self.pools = {}     # (first, last) -> pooled key of that block
 
 
 class MemoryCaching:
@@ -249,11 +250,14 @@ class MemoryCaching:
         st.snap.append(self.rule.matrix(st.run))
 
     def _pool(self, st, a, b):
-        ks = [st.hist[p - 1]["k"] for p in range(a, b + 1)]
-        total = ks[0]
-        for k in ks[1:]:
-            total = total + k
-        return total / len(ks) if self.cfg["pool"] == "mean" else total
+        """Mean (or sum) of the keys of tokens a..b, exactly the k that entered the memory update."""
+        if (a, b) not in st.pools:
+            ks = [st.hist[p - 1]["k"] for p in range(a, b + 1)]
+            total = ks[0]
+            for k in ks[1:]:
+                total = total + k
+            st.pools[(a, b)] = total / len(ks) if self.cfg["pool"] == "mean" else total
+        return st.pools[(a, b)]
 
     # ------------------------------------------------------------------ run
     def run(self, x, feats, st):
@@ -286,8 +290,10 @@ class MemoryCaching:
         o_on = rd(S_on, q)
         if not cached:
             return o_on
-        o_c = [rd(S, q) for S in S_c]
         agg = cfg["aggregation"]
+        N = len(cached)
+        S_stack = torch.stack(S_c, 0)                                   # [N, Hs, K, V]
+        o_c = torch.einsum("nhkv,hk->nhv", S_stack, q)                  # o_i = S_i^T q, every cached i
 
         if agg == "residual":
             if self.presum_residual:
@@ -296,43 +302,43 @@ class MemoryCaching:
                     R = R + S
                 return rd(S_on + R, q)
             y = o_on
-            for o in o_c:
-                y = y + o
+            for i in range(N):
+                y = y + o_c[i]
             return y
 
         if agg == "mean":
             Msum = S_c[0]
             for S in S_c[1:]:
                 Msum = Msum + S
-            o_mean = rd(Msum / len(S_c), q)
+            o_mean = rd(Msum / N, q)
             return o_on + o_mean if cfg["mean_combine"] == "add" else 0.5 * (o_on + o_mean)
 
-        # gated kinds: scores per state head, softmax including the online entry
-        pools = [self._pool(st, a, b) for (a, b) in cached]
+        # gated kinds: per state head, scores <u, pool>, softmax over the kept cached entries + online
+        pools = torch.stack([self._pool(st, a, b) for (a, b) in cached], 0)     # [N, Hs, K]
         pool_on = self._pool(st, *online)
+        z_c = torch.einsum("nhk,hk->nh", pools, u).tolist()
+        z_on = (pool_on * u).sum(-1).tolist()
         Hs = self.rule.Hs
-        y = torch.zeros_like(o_on)
-        S_mix = torch.zeros_like(S_on)
+        gam = [[0.0] * Hs for _ in range(N + 1)]                         # gam[i][h]; i = N is online
         for h in range(Hs):
-            z = [float(torch.dot(u[h], p[h])) for p in pools]
-            z_on = float(torch.dot(u[h], pool_on[h]))
-            keep = list(range(len(cached)))
-            if agg == "ssc" and len(keep) > cfg["top_k"]:
+            z = [z_c[i][h] for i in range(N)]
+            keep = list(range(N))
+            if agg == "ssc" and N > cfg["top_k"]:
                 # top_k largest scores, ties -> lower segment index; kept in segment order
                 keep = sorted(sorted(keep, key=lambda i: (-z[i], i))[:cfg["top_k"]])
-            gam = _softmax([z[i] for i in keep] + [z_on])
-            if agg == "soup":
-                Sh = gam[-1] * S_on[h]
-                for g, i in zip(gam[:-1], keep):
-                    Sh = Sh + g * S_c[i][h]
-                S_mix[h] = Sh
-            else:  # grm, ssc
-                yh = gam[-1] * o_on[h]
-                for g, i in zip(gam[:-1], keep):
-                    yh = yh + g * o_c[i][h]
-                y[h] = yh
-        if agg == "soup":
+            w = _softmax([z[i] for i in keep] + [z_on[h]])
+            for wi, i in zip(w[:-1], keep):
+                gam[i][h] = wi
+            gam[N][h] = w[-1]
+        g = torch.tensor(gam, dtype=o_on.dtype)                          # [N + 1, Hs], 0 = not kept
+        if agg == "soup":   # mix the matrices (online included), then read once
+            S_mix = g[N].view(-1, 1, 1) * S_on
+            for i in range(N):
+                S_mix = S_mix + g[i].view(-1, 1, 1) * S_c[i]
             return rd(S_mix, q)
+        y = g[N].view(-1, 1) * o_on                                      # grm, ssc
+        for i in range(N):
+            y = y + g[i].view(-1, 1) * o_c[i]
         return y
 
 
