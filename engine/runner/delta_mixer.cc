@@ -49,10 +49,10 @@ class DeltaMixer : public Mixer {
 
   std::vector<StateSpec> StateSpecs() const override { return core_.StateSpecs(); }
 
-  absl::Status Forward(const Context& ctx, const Tensor& x, const kernels::BatchLayout& layout, LayerState& state,
+  absl::Status Forward(const Context& ctx, const Tensor& x, const MixerBatch& batch, LayerState& state,
                        Tensor* out) const override {
     const int64_t t = x.dim(0), hv = core_.dims.v_heads;
-    MCSERVE_ASSIGN_OR_RETURN(QkvPipeline::Qkv qkv, core_.qkv.Run(ctx, x, layout, state));
+    MCSERVE_ASSIGN_OR_RETURN(QkvPipeline::Qkv qkv, core_.qkv.Run(ctx, x, batch.layout, state));
     Tensor beta;  // [T, Hv]
     if (b_proj_) {
       MCSERVE_ASSIGN_OR_RETURN(beta, SigmoidGate(ctx, x, *b_proj_, beta_scale_));
@@ -70,7 +70,7 @@ class DeltaMixer : public Mixer {
     return core_.Finish(ctx, x, qkv,
                         {.rule = kernels::LinearMemoryRule::kGatedDelta, .decay = decay ? &*decay : nullptr,
                          .beta = &beta},
-                        layout, state, nullptr, out);
+                        batch, state, out);
   }
 
  private:

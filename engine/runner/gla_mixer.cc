@@ -4,7 +4,6 @@
 #include "engine/runner/qkv_pipeline.h"
 #include "kernels/core/status_macros.h"
 #include "kernels/gate/gate.h"
-#include "kernels/linear_memory/linear_memory.h"
 
 namespace mcserve::engine {
 namespace {
@@ -42,6 +41,10 @@ class GlaMixer : public Mixer {
     MCSERVE_ASSIGN_OR_RETURN(m->gk1_bias_, w.Float(attn + "gk_proj.1.bias", {m->hkv_ * m->dk_}));
     // fla names the norm g_norm_swish_gate when it is fused with the swish output gate.
     const std::string norm = w.Has(attn + "g_norm_swish_gate.weight") ? "g_norm_swish_gate" : "g_norm";
+    MCSERVE_ASSIGN_OR_RETURN(m->memory_, MemoryStage::Bind(c, w, layer,
+                                                           {.q_heads = m->hq_, .k_heads = m->hkv_, .state_heads = m->hq_,
+                                                            .dk = m->dk_, .dv = m->dv_},
+                                                           {}, /*normalized=*/false));
     MCSERVE_ASSIGN_OR_RETURN(m->output_, GatedOutput::Bind(w, attn, h, m->hq_, m->dv_, c.use_output_gate,
                                                            c.norm_eps, norm));
     return m;
@@ -50,11 +53,13 @@ class GlaMixer : public Mixer {
   std::vector<StateSpec> StateSpecs() const override {
     std::vector<StateSpec> specs = {{"memory", {hq_, dk_, dv_}}};
     for (const ConvProjection* p : {&q_, &k_, &v_}) p->AddStateSpec(conv_size_, &specs);
+    memory_.AddStateSpecs(&specs);
     return specs;
   }
 
-  absl::Status Forward(const Context& ctx, const Tensor& x, const kernels::BatchLayout& layout, LayerState& state,
+  absl::Status Forward(const Context& ctx, const Tensor& x, const MixerBatch& batch, LayerState& state,
                        Tensor* out) const override {
+    const kernels::BatchLayout& layout = batch.layout;
     const int64_t t = x.dim(0);
     MCSERVE_ASSIGN_OR_RETURN(Tensor q, q_.Run(ctx, x, layout, state));  // [T, Hq·K]
     MCSERVE_ASSIGN_OR_RETURN(Tensor k, k_.Run(ctx, x, layout, state));  // [T, Hkv·K]
@@ -70,9 +75,9 @@ class GlaMixer : public Mixer {
     MCSERVE_ASSIGN_OR_RETURN(Tensor v3, v.Reshape({t, hkv_, dv_}));
     MCSERVE_ASSIGN_OR_RETURN(Tensor decay3, decay.Reshape({t, hkv_, dk_}));
     MCSERVE_ASSIGN_OR_RETURN(Tensor o, NewF32(ctx, {t, hq_, dv_}));
-    MCSERVE_RETURN_IF_ERROR(kernels::LinearMemory(
-        ctx, {.rule = kernels::LinearMemoryRule::kAdditive, .q = &q3, .k = &k3, .v = &v3, .key_decay = &decay3,
-              .layout = layout, .state = &state.at("memory"), .out = &o}));
+    MCSERVE_RETURN_IF_ERROR(memory_.Run(
+        ctx, x, {.rule = kernels::LinearMemoryRule::kAdditive, .q = &q3, .k = &k3, .v = &v3, .key_decay = &decay3},
+        batch, state, &o));
     return output_.Run(ctx, x, o, out);
   }
 
@@ -96,6 +101,7 @@ class GlaMixer : public Mixer {
   ActivationKind qk_act_ = ActivationKind::kIdentity;
   ConvProjection q_, k_, v_;
   Tensor gk0_, gk1_, gk1_bias_;  // [rank, H], [Hkv·K, rank], [Hkv·K]
+  MemoryStage memory_;
   GatedOutput output_;
 };
 

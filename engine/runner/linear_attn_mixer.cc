@@ -5,7 +5,6 @@
 #include "engine/runner/qkv_pipeline.h"
 #include "kernels/core/status_macros.h"
 #include "kernels/feature_map/feature_map.h"
-#include "kernels/linear_memory/linear_memory.h"
 
 namespace mcserve::engine {
 namespace {
@@ -88,6 +87,10 @@ class LinearAttnMixer : public Mixer {
     }
     MCSERVE_ASSIGN_OR_RETURN(m->phi_q_, FeatureMapWeights::Bind(w, q_prefix, m->kind_, m->dk_));
     MCSERVE_ASSIGN_OR_RETURN(m->phi_k_, FeatureMapWeights::Bind(w, k_prefix, m->kind_, m->dk_));
+    MCSERVE_ASSIGN_OR_RETURN(m->memory_, MemoryStage::Bind(c, w, layer,
+                                                           {.q_heads = m->hq_, .k_heads = m->hkv_, .state_heads = m->hq_,
+                                                            .dk = m->dphi_, .dv = m->dv_},
+                                                           {.name = m->normalize_ ? "normalizer" : ""}, m->normalize_));
     MCSERVE_ASSIGN_OR_RETURN(m->output_,
                              GatedOutput::Bind(w, attn, h, m->hq_, m->dv_, /*use_gate=*/false, c.norm_eps, "norm"));
     return m;
@@ -96,10 +99,11 @@ class LinearAttnMixer : public Mixer {
   std::vector<StateSpec> StateSpecs() const override {
     std::vector<StateSpec> specs = {{"memory", {hq_, dphi_, dv_}}};
     if (normalize_) specs.push_back({"normalizer", {hq_, dphi_}});
+    memory_.AddStateSpecs(&specs);
     return specs;
   }
 
-  absl::Status Forward(const Context& ctx, const Tensor& x, const kernels::BatchLayout& layout, LayerState& state,
+  absl::Status Forward(const Context& ctx, const Tensor& x, const MixerBatch& batch, LayerState& state,
                        Tensor* out) const override {
     const int64_t t = x.dim(0);
     MCSERVE_ASSIGN_OR_RETURN(Tensor q, Project(ctx, x, q_proj_));
@@ -114,10 +118,10 @@ class LinearAttnMixer : public Mixer {
     MCSERVE_RETURN_IF_ERROR(NormalizeRowsIf(ctx, phi_q, norm_q_, QueryScale(dphi_)));
     MCSERVE_RETURN_IF_ERROR(NormalizeRowsIf(ctx, phi_k, norm_k_, 1.0f));
     MCSERVE_ASSIGN_OR_RETURN(Tensor o, NewF32(ctx, {t, hq_, dv_}));
-    MCSERVE_RETURN_IF_ERROR(kernels::LinearMemory(
-        ctx, {.rule = kernels::LinearMemoryRule::kAdditive, .q = &phi_q, .k = &phi_k, .v = &v3,
-              .normalize = normalize_, .layout = layout, .state = &state.at("memory"),
-              .aux = normalize_ ? &state.at("normalizer") : nullptr, .out = &o}));
+    MCSERVE_RETURN_IF_ERROR(memory_.Run(
+        ctx, x, {.rule = kernels::LinearMemoryRule::kAdditive, .q = &phi_q, .k = &phi_k, .v = &v3,
+                 .normalize = normalize_},
+        batch, state, &o));
     return output_.Run(ctx, x, o, out);
   }
 
@@ -133,6 +137,7 @@ class LinearAttnMixer : public Mixer {
   bool norm_q_ = false, norm_k_ = false, normalize_ = false;
   Tensor q_proj_, k_proj_, v_proj_;  // [Hq·K, H], [Hkv·K, H], [Hkv·V, H]
   FeatureMapWeights phi_q_, phi_k_;
+  MemoryStage memory_;
   GatedOutput output_;
 };
 

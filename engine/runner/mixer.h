@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/model/model_config.h"
+#include "engine/runner/memory_stage.h"
 #include "engine/runner/state_pool.h"
 #include "engine/runner/weight_binder.h"
 #include "kernels/core/batch_layout.h"
@@ -23,10 +24,9 @@ class Mixer {
   // The state tensors one slot needs in this layer.
   virtual std::vector<StateSpec> StateSpecs() const = 0;
   // Runs x [T, hidden] (the attn_norm output) through the memory, writing out [T, hidden];
-  // updates the state of every slot in `layout`.
-  virtual absl::Status Forward(const kernels::Context& ctx, const kernels::Tensor& x,
-                               const kernels::BatchLayout& layout, LayerState& state,
-                               kernels::Tensor* out) const = 0;
+  // updates the state (and Memory Caching checkpoints) of every slot in `batch`.
+  virtual absl::Status Forward(const kernels::Context& ctx, const kernels::Tensor& x, const MixerBatch& batch,
+                               LayerState& state, kernels::Tensor* out) const = 0;
 };
 
 // Builds layer `layer`'s mixer for `config`, binding and validating its weights.

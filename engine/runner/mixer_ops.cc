@@ -25,6 +25,23 @@ absl::StatusOr<Tensor> BroadcastRows(const Context& ctx, const Tensor& vec, int6
   return out;
 }
 
+absl::StatusOr<Tensor> ExpandHeads(const Context& ctx, const Tensor& x, int64_t heads) {
+  const int64_t t = x.dim(0), h = x.dim(1), d = x.dim(2);
+  if (h == heads) return x;
+  if (heads % h != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot expand ", h, " heads to ", heads));
+  }
+  std::vector<int32_t> ids(t * heads);
+  for (int64_t r = 0; r < t; ++r) {
+    for (int64_t j = 0; j < heads; ++j) ids[r * heads + j] = static_cast<int32_t>(r * h + j / (heads / h));
+  }
+  MCSERVE_ASSIGN_OR_RETURN(Tensor ids_t, Tensor::FromHostI32(ids, {t * heads}, ctx.device));
+  MCSERVE_ASSIGN_OR_RETURN(Tensor table, x.Reshape({t * h, d}));
+  MCSERVE_ASSIGN_OR_RETURN(Tensor out, NewF32(ctx, {t * heads, d}));
+  MCSERVE_RETURN_IF_ERROR(kernels::Embedding(ctx, {.table = &table, .ids = &ids_t, .out = &out}));
+  return out.Reshape({t, heads, d});
+}
+
 absl::StatusOr<Tensor> Project(const Context& ctx, const Tensor& x, const Tensor& w) {
   MCSERVE_ASSIGN_OR_RETURN(Tensor out, NewF32(ctx, {x.dim(0), w.dim(0)}));
   MCSERVE_RETURN_IF_ERROR(kernels::Linear(ctx, {.x = &x, .w = &w, .out = &out}));

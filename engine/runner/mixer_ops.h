@@ -23,6 +23,10 @@ absl::StatusOr<kernels::Tensor> NewF32(const kernels::Context& ctx, kernels::Sha
 absl::StatusOr<kernels::Tensor> BroadcastRows(const kernels::Context& ctx, const kernels::Tensor& vec,
                                               int64_t rows);
 
+// x [T, H, D] with head h of `heads` (a multiple of H) reading head h / (heads / H) → [T, heads, D]
+// (fla's GQA/GVA repetition); x itself when H == heads.
+absl::StatusOr<kernels::Tensor> ExpandHeads(const kernels::Context& ctx, const kernels::Tensor& x, int64_t heads);
+
 // x [T, in] · wᵀ → [T, out].
 absl::StatusOr<kernels::Tensor> Project(const kernels::Context& ctx, const kernels::Tensor& x,
                                         const kernels::Tensor& w);

@@ -24,6 +24,8 @@ Model::~Model() = default;
 absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir, const ModelOptions& options) {
   std::unique_ptr<Model> m(new Model());
   MCSERVE_ASSIGN_OR_RETURN(m->config_, LoadModelConfig(dir));
+  MCSERVE_ASSIGN_OR_RETURN(m->config_.memory_caching,
+                           ApplyMcOverrides(m->config_.memory_caching, options.mc_overrides));
   MCSERVE_ASSIGN_OR_RETURN(m->weights_, WeightStore::Open(dir));
   MCSERVE_ASSIGN_OR_RETURN(m->tokenizer_, Tokenizer::Load(dir + "/tokenizer.model"));
   const ModelConfig& c = m->config_;
@@ -64,12 +66,12 @@ absl::StatusOr<StatePool> Model::NewStatePool(int num_slots) const {
   return StatePool::Create(specs, num_slots, ctx_.device);
 }
 
-absl::Status Model::RunBlock(const Block& b, Tensor& h, const kernels::BatchLayout& layout, LayerState& state) const {
+absl::Status Model::RunBlock(const Block& b, Tensor& h, const MixerBatch& batch, LayerState& state) const {
   const float eps = config_.norm_eps;
   MCSERVE_ASSIGN_OR_RETURN(Tensor normed, NewF32(ctx_, h.shape()));
   MCSERVE_RETURN_IF_ERROR(kernels::RmsNorm(ctx_, {.x = &h, .weight = &b.attn_norm, .eps = eps, .out = &normed}));
   MCSERVE_ASSIGN_OR_RETURN(Tensor mixed, NewF32(ctx_, h.shape()));
-  MCSERVE_RETURN_IF_ERROR(b.mixer->Forward(ctx_, normed, layout, state, &mixed));
+  MCSERVE_RETURN_IF_ERROR(b.mixer->Forward(ctx_, normed, batch, state, &mixed));
   MCSERVE_RETURN_IF_ERROR(kernels::Add(ctx_, {.a = &h, .b = &mixed, .out = &h}));
   MCSERVE_RETURN_IF_ERROR(kernels::RmsNorm(ctx_, {.x = &h, .weight = &b.mlp_norm, .eps = eps, .out = &normed}));
   MCSERVE_ASSIGN_OR_RETURN(Tensor gate, Project(ctx_, normed, b.gate_proj));
@@ -99,14 +101,17 @@ absl::StatusOr<Tensor> Model::Forward(std::span<const SequenceChunk> chunks, Sta
   MCSERVE_ASSIGN_OR_RETURN(Tensor cu_t, Tensor::FromHostI32(cu, {static_cast<int64_t>(cu.size())}, ctx_.device));
   MCSERVE_ASSIGN_OR_RETURN(Tensor slots_t, Tensor::FromHostI32(slots, {static_cast<int64_t>(slots.size())}, ctx_.device));
   MCSERVE_ASSIGN_OR_RETURN(Tensor rows_t, Tensor::FromHostI32(logit_rows, {rows}, ctx_.device));
-  const kernels::BatchLayout layout{.cu_seqlens = &cu_t, .slot_ids = &slots_t};
-  MCSERVE_RETURN_IF_ERROR(kernels::ValidateBatchLayout(layout, t, pool.num_slots()));
+  MixerBatch batch{.layout = {.cu_seqlens = &cu_t, .slot_ids = &slots_t}, .cu = cu, .slots = slots,
+                   .checkpoints = &pool.checkpoints()};
+  MCSERVE_RETURN_IF_ERROR(kernels::ValidateBatchLayout(batch.layout, t, pool.num_slots()));
+  for (int32_t slot : slots) batch.positions.push_back(pool.position(slot));
 
   MCSERVE_ASSIGN_OR_RETURN(Tensor h, NewF32(ctx_, {t, config_.hidden_size}));  // residual stream
   MCSERVE_RETURN_IF_ERROR(kernels::Embedding(ctx_, {.table = &embeddings_, .ids = &ids_t, .out = &h}));
   for (size_t i = 0; i < blocks_.size(); ++i) {
-    MCSERVE_RETURN_IF_ERROR(RunBlock(blocks_[i], h, layout, pool.layer(i)));
+    MCSERVE_RETURN_IF_ERROR(RunBlock(blocks_[i], h, batch, pool.layer(i)));
   }
+  for (const SequenceChunk& c : chunks) pool.Advance(c.slot, static_cast<int64_t>(c.tokens.size()));
   MCSERVE_ASSIGN_OR_RETURN(Tensor last, NewF32(ctx_, {rows, config_.hidden_size}));
   MCSERVE_RETURN_IF_ERROR(kernels::Embedding(ctx_, {.table = &h, .ids = &rows_t, .out = &last}));
   MCSERVE_RETURN_IF_ERROR(

@@ -3,6 +3,7 @@
 // bound to a state slot. Load from any thread; Forward from one thread at a time (the scheduler).
 #pragma once
 
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -22,6 +23,9 @@ namespace mcserve::engine {
 struct ModelOptions {
   kernels::Device device = kernels::Device::kCpu;
   int num_threads = 0;  // CPU worker threads; 0 = all cores
+  // Memory Caching fields to override on top of config.json's `memory_caching` (e.g.
+  // {"aggregation", "ssc"}; "aggregation" = "none" turns MC off). See docs/memory-caching.md.
+  std::map<std::string, std::string> mc_overrides;
 };
 
 // One sequence's tokens in a batch: run `tokens` through slot `slot`'s state.
@@ -52,8 +56,7 @@ class Model {
  private:
   struct Block;
   Model() = default;
-  absl::Status RunBlock(const Block& block, kernels::Tensor& h, const kernels::BatchLayout& layout,
-                        LayerState& state) const;
+  absl::Status RunBlock(const Block& block, kernels::Tensor& h, const MixerBatch& batch, LayerState& state) const;
 
   ModelConfig config_;
   std::unique_ptr<Tokenizer> tokenizer_;

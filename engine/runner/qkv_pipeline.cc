@@ -83,11 +83,15 @@ absl::Status GatedOutput::Run(const Context& ctx, const Tensor& x, Tensor& o, Te
 }
 
 absl::StatusOr<DeltaStyleCore> DeltaStyleCore::Bind(const ModelConfig& c, const WeightBinder& w, int layer,
-                                                    const QkvOptions& dims) {
+                                                    const QkvOptions& dims, MemoryStage::Aux aux) {
   DeltaStyleCore core;
   core.attn = absl::StrCat("model.layers.", layer, ".attn.");
   core.dims = dims;
   MCSERVE_ASSIGN_OR_RETURN(core.qkv, QkvPipeline::Bind(w, core.attn, c.hidden_size, dims));
+  MCSERVE_ASSIGN_OR_RETURN(core.memory, MemoryStage::Bind(c, w, layer,
+                                                          {.q_heads = dims.q_heads, .k_heads = dims.q_heads,
+                                                           .state_heads = dims.v_heads, .dk = dims.dk, .dv = dims.dv},
+                                                          std::move(aux), /*normalized=*/false));
   MCSERVE_ASSIGN_OR_RETURN(core.output, GatedOutput::Bind(w, core.attn, c.hidden_size, dims.v_heads, dims.dv,
                                                           c.use_gate, c.norm_eps, "o_norm"));
   return core;
@@ -97,21 +101,18 @@ std::vector<StateSpec> DeltaStyleCore::StateSpecs(std::vector<StateSpec> extra) 
   std::vector<StateSpec> specs = {{"memory", {dims.v_heads, dims.dk, dims.dv}}};
   specs.insert(specs.end(), extra.begin(), extra.end());
   qkv.AddStateSpecs(&specs);
+  memory.AddStateSpecs(&specs);
   return specs;
 }
 
 absl::Status DeltaStyleCore::Finish(const Context& ctx, const Tensor& x, const QkvPipeline::Qkv& qkv,
-                                    kernels::LinearMemoryArgs memory, const kernels::BatchLayout& layout,
-                                    LayerState& state, const char* aux_name, Tensor* out) const {
+                                    kernels::LinearMemoryArgs args, const MixerBatch& batch, LayerState& state,
+                                    Tensor* out) const {
   MCSERVE_ASSIGN_OR_RETURN(Tensor o, NewF32(ctx, {x.dim(0), dims.v_heads, dims.dv}));
-  memory.q = &qkv.q;
-  memory.k = &qkv.k;
-  memory.v = &qkv.v;
-  memory.layout = layout;
-  memory.state = &state.at("memory");
-  memory.aux = aux_name != nullptr ? &state.at(aux_name) : nullptr;
-  memory.out = &o;
-  MCSERVE_RETURN_IF_ERROR(kernels::LinearMemory(ctx, memory));
+  args.q = &qkv.q;
+  args.k = &qkv.k;
+  args.v = &qkv.v;
+  MCSERVE_RETURN_IF_ERROR(memory.Run(ctx, x, args, batch, state, &o));
   return output.Run(ctx, x, o, out);
 }
 

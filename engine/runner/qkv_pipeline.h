@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "engine/model/model_config.h"
 #include "engine/runner/mixer_ops.h"
+#include "engine/runner/memory_stage.h"
 #include "kernels/linear_memory/linear_memory.h"
 
 namespace mcserve::engine {
@@ -73,18 +74,20 @@ struct DeltaStyleCore {
   std::string attn;  // "model.layers.{i}.attn."
   QkvOptions dims;
   QkvPipeline qkv;
+  MemoryStage memory;
   GatedOutput output;
 
-  // Binds layer `layer`'s projections, convs and output stage (use_gate and norm_eps from `c`).
+  // Binds layer `layer`'s projections, convs, memory (with Memory Caching when configured; `aux` is
+  // the rule's auxiliary state) and output stage (use_gate and norm_eps from `c`).
   static absl::StatusOr<DeltaStyleCore> Bind(const ModelConfig& c, const WeightBinder& w, int layer,
-                                             const QkvOptions& dims);
-  // State per slot: "memory" [v_heads, dk, dv], then `extra`, then the conv windows.
+                                             const QkvOptions& dims, MemoryStage::Aux aux = {});
+  // State per slot: "memory" [v_heads, dk, dv], then `extra`, then the conv windows and MC's.
   std::vector<StateSpec> StateSpecs(std::vector<StateSpec> extra = {}) const;
-  // Runs `memory` (rule and gates set by the caller) over qkv with state "memory" (and `aux_name`
-  // when given), then the output stage into out [T, hidden].
+  // Runs `memory` (rule and gates set by the caller) over qkv, then the output stage into
+  // out [T, hidden].
   absl::Status Finish(const kernels::Context& ctx, const kernels::Tensor& x, const QkvPipeline::Qkv& qkv,
-                      kernels::LinearMemoryArgs memory, const kernels::BatchLayout& layout, LayerState& state,
-                      const char* aux_name, kernels::Tensor* out) const;
+                      kernels::LinearMemoryArgs memory, const MixerBatch& batch, LayerState& state,
+                      kernels::Tensor* out) const;
 };
 
 // σ(W x)·scale for a per-head scalar gate: W [heads, hidden] → [T, heads].

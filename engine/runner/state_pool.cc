@@ -31,6 +31,8 @@ absl::StatusOr<StatePool> StatePool::Create(const std::vector<std::vector<StateS
     }
   }
   for (int s = num_slots - 1; s >= 0; --s) pool.free_.push_back(s);
+  pool.positions_.assign(num_slots, 0);
+  pool.checkpoints_ = std::make_unique<LocalCheckpointStore>(num_slots, static_cast<int>(layer_specs.size()), device);
   return pool;
 }
 
@@ -52,13 +54,16 @@ void StatePool::Release(int slot) {
 
 absl::Status StatePool::Reset(int slot) {
   for (LayerState& layer : layers_) {
-    for (auto& [name, tensor] : layer.tensors()) {
-      Tensor row = tensor.Rows(slot, slot + 1);
-      std::vector<float> zeros(row.numel(), 0.0f);
-      MCSERVE_RETURN_IF_ERROR(row.CopyFromHost(zeros));
-    }
+    for (auto& [name, tensor] : layer.tensors()) MCSERVE_RETURN_IF_ERROR(ZeroSlot(tensor, slot));
   }
+  positions_[slot] = 0;
+  checkpoints_->Clear(slot);
   return absl::OkStatus();
+}
+
+absl::Status ZeroSlot(Tensor& t, int slot) {
+  Tensor row = t.Rows(slot, slot + 1);
+  return row.CopyFromHost(std::vector<float>(row.numel(), 0.0f));
 }
 
 }  // namespace mcserve::engine

@@ -1,13 +1,16 @@
 // StatePool: the per-request recurrent state of every layer, in fixed slots. Each layer owns named
 // tensors of shape [num_slots, ...] (memory, conv windows, auxiliary vectors); a request holds one
-// slot for its lifetime. Owned and mutated by the scheduler thread only.
+// slot for its lifetime. The pool also counts each slot's tokens and holds its Memory Caching
+// checkpoints. Owned and mutated by the scheduler thread only.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "engine/mc/checkpoint_store.h"
 #include "kernels/core/tensor.h"
 
 namespace mcserve::engine {
@@ -44,16 +47,25 @@ class StatePool {
   absl::StatusOr<int> Acquire();
   // Returns a slot to the free list.
   void Release(int slot);
-  // Zeroes every layer's state of `slot` (a fresh sequence).
+  // Zeroes every layer's state of `slot`, its token count and its checkpoints (a fresh sequence).
   absl::Status Reset(int slot);
 
   LayerState& layer(int i) { return layers_[i]; }
+  // Tokens `slot` has processed since its last Reset.
+  int64_t position(int slot) const { return positions_[slot]; }
+  void Advance(int slot, int64_t tokens) { positions_[slot] += tokens; }
+  CheckpointStore& checkpoints() { return *checkpoints_; }
 
  private:
   std::vector<LayerState> layers_;
+  std::vector<int64_t> positions_;
+  std::unique_ptr<CheckpointStore> checkpoints_;
   std::vector<int> free_;
   int num_slots_ = 0;
   int64_t bytes_per_slot_ = 0;
 };
+
+// Zeroes slot `slot` (row `slot` of the leading dimension) of a [num_slots, ...] state tensor.
+absl::Status ZeroSlot(kernels::Tensor& t, int slot);
 
 }  // namespace mcserve::engine

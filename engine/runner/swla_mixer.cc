@@ -16,7 +16,11 @@ class SwlaMixer : public Mixer {
   static absl::StatusOr<std::unique_ptr<Mixer>> Make(const ModelConfig& c, const WeightBinder& w, int layer) {
     auto m = std::make_unique<SwlaMixer>();
     const int64_t h = c.hidden_size, heads = c.num_heads;
-    MCSERVE_ASSIGN_OR_RETURN(m->core_, DeltaStyleCore::Bind(c, w, layer, EqualHeadOptions(c)));
+    MCSERVE_ASSIGN_OR_RETURN(m->core_, DeltaStyleCore::Bind(
+                                           c, w, layer, EqualHeadOptions(c),
+                                           {.name = "previous_kv",
+                                            .reset_when_independent = !c.memory_caching ||
+                                                                      !c.memory_caching->SwlaCrossBoundary()}));
     const std::string& attn = m->core_.attn;
     MCSERVE_ASSIGN_OR_RETURN(m->a_proj_, w.Matrix(attn + "a_proj.weight", {heads, h}));
     MCSERVE_ASSIGN_OR_RETURN(m->b_proj_, w.Matrix(attn + "b_proj.weight", {heads, h}));
@@ -30,9 +34,9 @@ class SwlaMixer : public Mixer {
     return core_.StateSpecs({{"previous_kv", {core_.dims.v_heads, core_.dims.dk + core_.dims.dv}}});
   }
 
-  absl::Status Forward(const Context& ctx, const Tensor& x, const kernels::BatchLayout& layout, LayerState& state,
+  absl::Status Forward(const Context& ctx, const Tensor& x, const MixerBatch& batch, LayerState& state,
                        Tensor* out) const override {
-    MCSERVE_ASSIGN_OR_RETURN(QkvPipeline::Qkv qkv, core_.qkv.Run(ctx, x, layout, state));
+    MCSERVE_ASSIGN_OR_RETURN(QkvPipeline::Qkv qkv, core_.qkv.Run(ctx, x, batch.layout, state));
     MCSERVE_ASSIGN_OR_RETURN(Tensor a, Project(ctx, x, a_proj_));
     MCSERVE_ASSIGN_OR_RETURN(Tensor alpha, NewF32(ctx, a.shape()));
     MCSERVE_RETURN_IF_ERROR(kernels::Gate(ctx, {.kind = kernels::GateKind::kSoftplusDecay, .x = &a,
@@ -41,7 +45,7 @@ class SwlaMixer : public Mixer {
     MCSERVE_ASSIGN_OR_RETURN(Tensor lambda, SigmoidGate(ctx, x, l_proj_));
     return core_.Finish(ctx, x, qkv,
                         {.rule = kernels::LinearMemoryRule::kSwla, .decay = &alpha, .beta = &beta, .gamma = &lambda},
-                        layout, state, "previous_kv", out);
+                        batch, state, out);
   }
 
  private:

@@ -15,7 +15,7 @@ class TitansMixer : public Mixer {
   static absl::StatusOr<std::unique_ptr<Mixer>> Make(const ModelConfig& c, const WeightBinder& w, int layer) {
     auto m = std::make_unique<TitansMixer>();
     const int64_t h = c.hidden_size, heads = c.num_heads;
-    MCSERVE_ASSIGN_OR_RETURN(m->core_, DeltaStyleCore::Bind(c, w, layer, EqualHeadOptions(c)));
+    MCSERVE_ASSIGN_OR_RETURN(m->core_, DeltaStyleCore::Bind(c, w, layer, EqualHeadOptions(c), {.name = "momentum"}));
     const std::string& attn = m->core_.attn;
     MCSERVE_ASSIGN_OR_RETURN(m->a_proj_, w.Matrix(attn + "a_proj.weight", {heads, h}));
     MCSERVE_ASSIGN_OR_RETURN(m->m_proj_, w.Matrix(attn + "m_proj.weight", {heads, h}));
@@ -27,15 +27,15 @@ class TitansMixer : public Mixer {
     return core_.StateSpecs({{"momentum", {core_.dims.v_heads, core_.dims.dk, core_.dims.dv}}});
   }
 
-  absl::Status Forward(const Context& ctx, const Tensor& x, const kernels::BatchLayout& layout, LayerState& state,
+  absl::Status Forward(const Context& ctx, const Tensor& x, const MixerBatch& batch, LayerState& state,
                        Tensor* out) const override {
-    MCSERVE_ASSIGN_OR_RETURN(QkvPipeline::Qkv qkv, core_.qkv.Run(ctx, x, layout, state));
+    MCSERVE_ASSIGN_OR_RETURN(QkvPipeline::Qkv qkv, core_.qkv.Run(ctx, x, batch.layout, state));
     MCSERVE_ASSIGN_OR_RETURN(Tensor alpha, SigmoidGate(ctx, x, a_proj_));  // retention
     MCSERVE_ASSIGN_OR_RETURN(Tensor eta, SigmoidGate(ctx, x, m_proj_));    // momentum
     MCSERVE_ASSIGN_OR_RETURN(Tensor theta, SigmoidGate(ctx, x, b_proj_));  // step size
     return core_.Finish(ctx, x, qkv,
                         {.rule = kernels::LinearMemoryRule::kTitans, .decay = &alpha, .beta = &theta, .gamma = &eta},
-                        layout, state, "momentum", out);
+                        batch, state, out);
   }
 
  private:

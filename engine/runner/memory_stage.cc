@@ -1,0 +1,257 @@
+#include "engine/runner/memory_stage.h"
+
+#include "absl/strings/str_cat.h"
+#include "engine/mc/segmentation.h"
+#include "engine/runner/mixer_ops.h"
+#include "kernels/core/status_macros.h"
+#include "kernels/elementwise/elementwise.h"
+#include "kernels/mc_pool/mc_pool.h"
+#include "kernels/mc_readout/mc_readout.h"
+
+namespace mcserve::engine {
+
+using kernels::Context;
+using kernels::Tensor;
+
+// Rows of one batch that run through the memory together before any segment closes: either the
+// whole batch (no sequence crosses a boundary before its last row) or a run of one sequence.
+struct MemoryStage::Piece {
+  using Entry = PieceEntry;
+  std::vector<Entry> entries;
+  bool whole_batch = false;
+};
+
+namespace {
+
+// Rows [begin, end) of an optional per-row tensor.
+const Tensor* RowsOf(const Tensor* t, int64_t begin, int64_t end, std::vector<Tensor>& keep) {
+  if (t == nullptr) return nullptr;
+  keep.push_back(t->Rows(begin, end));
+  return &keep.back();
+}
+
+}  // namespace
+
+absl::StatusOr<MemoryStage> MemoryStage::Bind(const ModelConfig& c, const WeightBinder& w, int layer, Shape shape,
+                                              Aux aux, bool normalized) {
+  MemoryStage m;
+  m.layer_ = layer;
+  m.shape_ = shape;
+  m.aux_ = std::move(aux);
+  if (!c.memory_caching || !c.memory_caching->AppliesTo(layer)) return m;
+  McConfig mc = *c.memory_caching;
+  const std::string where = absl::StrCat("layer ", layer, ": Memory Caching ");
+  if (normalized) {
+    return absl::UnimplementedError(where + "on normalised linear attention (norm_feature_map) is not supported");
+  }
+  if (mc.segmentation == McSegmentation::kLogarithmic) {
+    return absl::UnimplementedError(where + "with logarithmic segmentation is not implemented yet");
+  }
+  const std::string u_name = absl::StrCat("model.layers.", layer, ".attn.mc.u_proj.weight");
+  if (!mc.gate) mc.gate = w.Has(u_name) ? McGate::kUProj : McGate::kQ;
+  if (*mc.gate == McGate::kUProj) {
+    MCSERVE_ASSIGN_OR_RETURN(Tensor u, w.Matrix(u_name, {shape.q_heads * shape.dk, c.hidden_size}));
+    m.u_proj_ = std::move(u);
+  }
+  m.mc_ = mc;
+  return m;
+}
+
+void MemoryStage::AddStateSpecs(std::vector<StateSpec>* specs) const {
+  if (!mc_) return;
+  specs->push_back({"mc_pool_sum", {shape_.state_heads, shape_.dk}});
+  if (mc_->aggregation == McAggregation::kResidual || mc_->aggregation == McAggregation::kMean) {
+    specs->push_back({"mc_sum", {shape_.state_heads, shape_.dk, shape_.dv}});
+  }
+}
+
+absl::Status MemoryStage::Run(const Context& ctx, const Tensor& x, kernels::LinearMemoryArgs memory,
+                              const MixerBatch& batch, LayerState& state, Tensor* o) const {
+  if (mc_) return RunCached(ctx, x, memory, batch, state, o);
+  memory.layout = batch.layout;
+  memory.state = &state.at("memory");
+  memory.aux = aux_.name.empty() ? nullptr : &state.at(aux_.name);
+  memory.out = o;
+  return kernels::LinearMemory(ctx, memory);
+}
+
+absl::Status MemoryStage::RunCached(const Context& ctx, const Tensor& x, kernels::LinearMemoryArgs memory,
+                                    const MixerBatch& batch, LayerState& state, Tensor* o) const {
+  const int64_t c = mc_->segment_size, hs = shape_.state_heads;
+  const int num_seqs = static_cast<int>(batch.slots.size());
+  // Read-out query and gate input per state head.
+  MCSERVE_ASSIGN_OR_RETURN(Tensor q, ExpandHeads(ctx, *memory.q, hs));
+  Tensor u = q;
+  if (u_proj_) {
+    MCSERVE_ASSIGN_OR_RETURN(Tensor projected, Project(ctx, x, *u_proj_));
+    MCSERVE_ASSIGN_OR_RETURN(Tensor heads, projected.Reshape({x.dim(0), shape_.q_heads, shape_.dk}));
+    MCSERVE_ASSIGN_OR_RETURN(u, ExpandHeads(ctx, heads, hs));
+  }
+  // Pool of the open segment after every row.
+  std::vector<int32_t> first_local(num_seqs);
+  for (int b = 0; b < num_seqs; ++b) first_local[b] = static_cast<int32_t>(LocalIndex(batch.positions[b] + 1, c));
+  MCSERVE_ASSIGN_OR_RETURN(Tensor first_t, Tensor::FromHostI32(first_local, {num_seqs}, ctx.device));
+  MCSERVE_ASSIGN_OR_RETURN(Tensor pools, NewF32(ctx, {x.dim(0), hs, shape_.dk}));
+  MCSERVE_RETURN_IF_ERROR(kernels::McSegmentPool(
+      ctx, {.k = memory.k, .layout = batch.layout, .first_local = &first_t, .segment_size = c,
+            .mean = mc_->pool == McPool::kMean, .pool_sum = &state.at("mc_pool_sum"), .out = &pools}));
+  // Split every sequence after each row that closes a segment.
+  std::vector<std::vector<Piece::Entry>> runs(num_seqs);
+  bool crosses_inside = false;
+  for (int b = 0; b < num_seqs; ++b) {
+    int64_t begin = batch.cu[b];
+    for (int64_t r = batch.cu[b]; r < batch.cu[b + 1]; ++r) {
+      const bool closes = ClosesSegment(batch.positions[b] + (r - batch.cu[b]) + 1, c);
+      if (closes || r + 1 == batch.cu[b + 1]) {
+        runs[b].push_back({b, begin, r + 1, closes});
+        begin = r + 1;
+      }
+    }
+    crosses_inside |= runs[b].size() > 1;
+  }
+  if (!crosses_inside) {
+    Piece piece{.whole_batch = true};
+    for (auto& run : runs) piece.entries.insert(piece.entries.end(), run.begin(), run.end());
+    return RunPiece(ctx, piece, batch, memory, q, u, pools, state, o);
+  }
+  for (auto& run : runs) {
+    for (const Piece::Entry& e : run) {
+      MCSERVE_RETURN_IF_ERROR(RunPiece(ctx, Piece{.entries = {e}}, batch, memory, q, u, pools, state, o));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status MemoryStage::RunPiece(const Context& ctx, const Piece& piece, const MixerBatch& batch,
+                                   kernels::LinearMemoryArgs memory, const Tensor& q, const Tensor& u,
+                                   const Tensor& pools, LayerState& state, Tensor* o) const {
+  CheckpointStore& store = *batch.checkpoints;
+  const int64_t begin = piece.whole_batch ? 0 : piece.entries[0].begin;
+  const int64_t end = piece.whole_batch ? o->dim(0) : piece.entries[0].end;
+  std::vector<Tensor> keep;
+  keep.reserve(16);
+  Tensor out_rows = o->Rows(begin, end);
+  // 1. The online memory over the piece's rows.
+  Tensor cu_t, slot_t;
+  kernels::BatchLayout layout = batch.layout;
+  if (!piece.whole_batch) {
+    const int32_t cu[2] = {0, static_cast<int32_t>(end - begin)};
+    const int32_t slot = batch.slots[piece.entries[0].seq];
+    MCSERVE_ASSIGN_OR_RETURN(cu_t, Tensor::FromHostI32(cu, {2}, ctx.device));
+    MCSERVE_ASSIGN_OR_RETURN(slot_t, Tensor::FromHostI32({&slot, 1}, {1}, ctx.device));
+    layout = {.cu_seqlens = &cu_t, .slot_ids = &slot_t};
+    memory.q = RowsOf(memory.q, begin, end, keep);
+    memory.k = RowsOf(memory.k, begin, end, keep);
+    memory.v = RowsOf(memory.v, begin, end, keep);
+    memory.key_decay = RowsOf(memory.key_decay, begin, end, keep);
+    memory.decay = RowsOf(memory.decay, begin, end, keep);
+    memory.beta = RowsOf(memory.beta, begin, end, keep);
+    memory.gamma = RowsOf(memory.gamma, begin, end, keep);
+  }
+  memory.layout = layout;
+  memory.state = &state.at("memory");
+  memory.aux = aux_.name.empty() ? nullptr : &state.at(aux_.name);
+  memory.out = &out_rows;
+  MCSERVE_RETURN_IF_ERROR(kernels::LinearMemory(ctx, memory));
+
+  // 2. Aggregate with the closed segments. The mean's weights differ per sequence, so it reads one
+  // sequence at a time; the other aggregations read the whole piece at once.
+  if (mc_->aggregation == McAggregation::kMean) {
+    for (const Piece::Entry& e : piece.entries) {
+      MCSERVE_RETURN_IF_ERROR(Aggregate(ctx, {&e, 1}, e.begin, e.end, batch, q, u, pools, state, o));
+    }
+  } else {
+    MCSERVE_RETURN_IF_ERROR(Aggregate(ctx, piece.entries, begin, end, batch, q, u, pools, state, o));
+  }
+
+  // 3. Freeze the segments whose last token this piece computed.
+  for (const Piece::Entry& e : piece.entries) {
+    if (!e.closes) continue;
+    const int64_t last_token = batch.positions[e.seq] + (e.end - batch.cu[e.seq]);
+    MCSERVE_RETURN_IF_ERROR(CloseSegment(ctx, batch.slots[e.seq], last_token, e.end - 1, pools, store, state));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status MemoryStage::Aggregate(const Context& ctx, std::span<const PieceEntry> entries, int64_t begin,
+                                    int64_t end, const MixerBatch& batch, const Tensor& q, const Tensor& u,
+                                    const Tensor& pools, LayerState& state, Tensor* o) const {
+  const bool summed = mc_->aggregation == McAggregation::kResidual || mc_->aggregation == McAggregation::kMean;
+  std::vector<Tensor> sums;  // the slots' running sums (summed aggregations), stable below
+  sums.reserve(entries.size());
+  std::vector<kernels::McPage> pages;
+  std::vector<int32_t> offsets = {0}, token_pages;
+  size_t cached = 0;  // checkpoints of the (last) entry's slot
+  for (const Piece::Entry& e : entries) {
+    const int slot = batch.slots[e.seq];
+    const std::span<const McCheckpoint> cps = batch.checkpoints->Checkpoints(slot, layer_);
+    cached = cps.size();
+    std::vector<int32_t> ids;
+    if (summed && !cps.empty()) {
+      MCSERVE_ASSIGN_OR_RETURN(Tensor sum, state.at("mc_sum").Rows(slot, slot + 1).Reshape(
+                                               {shape_.state_heads, shape_.dk, shape_.dv}));
+      sums.push_back(std::move(sum));
+      ids.push_back(static_cast<int32_t>(pages.size()));
+      pages.push_back({.memory = &sums.back()});
+    } else if (!summed) {
+      for (const McCheckpoint& cp : cps) {
+        ids.push_back(static_cast<int32_t>(pages.size()));
+        pages.push_back({.memory = &cp.memory, .pooled_key = &cp.pooled_key});
+      }
+    }
+    for (int64_t r = e.begin; r < e.end; ++r) {
+      token_pages.insert(token_pages.end(), ids.begin(), ids.end());
+      offsets.push_back(static_cast<int32_t>(token_pages.size()));
+    }
+  }
+  MCSERVE_ASSIGN_OR_RETURN(Tensor offsets_t,
+                           Tensor::FromHostI32(offsets, {static_cast<int64_t>(offsets.size())}, ctx.device));
+  MCSERVE_ASSIGN_OR_RETURN(Tensor pages_t,
+                           Tensor::FromHostI32(token_pages, {static_cast<int64_t>(token_pages.size())}, ctx.device));
+  Tensor q_rows = q.Rows(begin, end), u_rows = u.Rows(begin, end), pool_rows = pools.Rows(begin, end);
+  Tensor out_rows = o->Rows(begin, end);
+  kernels::McReadoutArgs readout{.q = &q_rows, .u = &u_rows, .online_pool = &pool_rows, .online = &out_rows,
+                                 .pages = pages, .token_page_offsets = &offsets_t, .token_pages = &pages_t,
+                                 .out = &out_rows};
+  switch (mc_->aggregation) {
+    case McAggregation::kGrm:
+    case McAggregation::kSoup:  // identical to GRM for linear memories (docs/memory-caching.md)
+      readout.combine = kernels::McCombine::kSoftmax;
+      break;
+    case McAggregation::kSsc:
+      readout.combine = kernels::McCombine::kTopKSoftmax;
+      readout.top_k = mc_->top_k;
+      break;
+    case McAggregation::kResidual:
+      readout.combine = kernels::McCombine::kSum;
+      break;
+    case McAggregation::kMean:  // one sequence: y = a·o_on + a·(1/N)·Σ S_iᵀq
+      readout.combine = kernels::McCombine::kSum;
+      readout.online_weight = mc_->mean_combine == McMeanCombine::kAverage && cached > 0 ? 0.5f : 1.0f;
+      readout.cached_weight = cached > 0 ? readout.online_weight / static_cast<float>(cached) : 0.0f;
+      break;
+  }
+  return kernels::McReadout(ctx, readout);
+}
+
+absl::Status MemoryStage::CloseSegment(const Context& ctx, int slot, int64_t last_token, int64_t row, const Tensor& pools,
+                                       CheckpointStore& store, LayerState& state) const {
+  Tensor& memory_state = state.at("memory");
+  MCSERVE_ASSIGN_OR_RETURN(Tensor memory, memory_state.Rows(slot, slot + 1).Reshape(
+                                              {shape_.state_heads, shape_.dk, shape_.dv}));
+  MCSERVE_ASSIGN_OR_RETURN(Tensor pooled, pools.Rows(row, row + 1).Reshape({shape_.state_heads, shape_.dk}));
+  const Segment segment{last_token - mc_->segment_size + 1, last_token, 0};
+  MCSERVE_RETURN_IF_ERROR(store.Freeze(slot, layer_, memory, pooled, segment));
+  if (mc_->aggregation == McAggregation::kResidual || mc_->aggregation == McAggregation::kMean) {
+    Tensor sum = state.at("mc_sum").Rows(slot, slot + 1);
+    MCSERVE_ASSIGN_OR_RETURN(Tensor flat, memory.Reshape(sum.shape()));
+    MCSERVE_RETURN_IF_ERROR(kernels::Add(ctx, {.a = &sum, .b = &flat, .out = &sum}));
+  }
+  if (mc_->init_mode == McInitMode::kIndependent) {
+    MCSERVE_RETURN_IF_ERROR(ZeroSlot(memory_state, slot));
+    if (!aux_.name.empty() && aux_.reset_when_independent) MCSERVE_RETURN_IF_ERROR(ZeroSlot(state.at(aux_.name), slot));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace mcserve::engine

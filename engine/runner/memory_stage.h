@@ -1,0 +1,83 @@
+// MemoryStage: a mixer's recurrent memory with or without Memory Caching. It runs the update rule
+// over the batch and writes the raw read-out o = Sᵀq [T, Hs, V] that the mixer's output stage
+// normalises: the online memory's alone when the layer does not cache, otherwise MC's aggregation
+// of the online memory with the checkpoints of closed segments (docs/memory-caching.md), freezing a
+// checkpoint after each segment's last token. Scheduler thread.
+#pragma once
+
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/model/model_config.h"
+#include "engine/runner/state_pool.h"
+#include "engine/runner/weight_binder.h"
+#include "kernels/core/context.h"
+#include "kernels/linear_memory/linear_memory.h"
+
+namespace mcserve::engine {
+
+// What a mixer knows about the batch it runs: the device layout plus host copies of it.
+struct MixerBatch {
+  kernels::BatchLayout layout;     // device tensors: cu_seqlens [B+1], slot_ids [B]
+  std::vector<int32_t> cu;         // [B + 1] host copy of cu_seqlens
+  std::vector<int32_t> slots;      // [B] host copy of slot_ids
+  std::vector<int64_t> positions;  // [B] tokens each sequence had processed before this batch
+  CheckpointStore* checkpoints = nullptr;
+};
+
+class MemoryStage {
+ public:
+  struct Shape {
+    int64_t q_heads = 0, k_heads = 0, state_heads = 0;  // each divides state_heads
+    int64_t dk = 0, dv = 0;                             // dk: key dim as the memory sees it
+  };
+  struct Aux {
+    std::string name;                  // the rule's auxiliary state ("momentum", "previous_kv"), or ""
+    bool reset_when_independent = true;  // whether independent MC restarts it with each segment
+  };
+
+  // Binds layer `layer`: MC applies when config.memory_caching covers it. Errors name the layer for
+  // combinations that are not supported (normalised linear attention, logarithmic segmentation).
+  static absl::StatusOr<MemoryStage> Bind(const ModelConfig& config, const WeightBinder& w, int layer, Shape shape,
+                                          Aux aux, bool normalized);
+  // The state tensors this stage adds per slot (none without MC).
+  void AddStateSpecs(std::vector<StateSpec>* specs) const;
+
+  // Runs `memory` (rule, q, k, v and gates set by the caller; layout, state, aux and out are set
+  // here) over the batch and writes o [T, Hs, V]. x [T, hidden] is the layer input (for u_proj).
+  absl::Status Run(const kernels::Context& ctx, const kernels::Tensor& x, kernels::LinearMemoryArgs memory,
+                   const MixerBatch& batch, LayerState& state, kernels::Tensor* o) const;
+
+ private:
+  struct Piece;
+  struct PieceEntry {
+    int seq;        // index in the batch
+    int64_t begin;  // rows [begin, end) of the batch
+    int64_t end;
+    bool closes;    // the last row closes a segment
+  };
+  absl::Status RunCached(const kernels::Context& ctx, const kernels::Tensor& x, kernels::LinearMemoryArgs memory,
+                         const MixerBatch& batch, LayerState& state, kernels::Tensor* o) const;
+  absl::Status RunPiece(const kernels::Context& ctx, const Piece& piece, const MixerBatch& batch,
+                        kernels::LinearMemoryArgs memory, const kernels::Tensor& q, const kernels::Tensor& u,
+                        const kernels::Tensor& pools, LayerState& state, kernels::Tensor* o) const;
+  // McReadout of rows [begin, end) (the rows of `entries`) against their slots' checkpoints.
+  absl::Status Aggregate(const kernels::Context& ctx, std::span<const PieceEntry> entries, int64_t begin,
+                         int64_t end, const MixerBatch& batch, const kernels::Tensor& q, const kernels::Tensor& u,
+                         const kernels::Tensor& pools, LayerState& state, kernels::Tensor* o) const;
+  // Freezes slot's segment ending at `last_token` (its pool is row `row` of pools) and, in
+  // independent mode, restarts the memory.
+  absl::Status CloseSegment(const kernels::Context& ctx, int slot, int64_t last_token, int64_t row,
+                            const kernels::Tensor& pools, CheckpointStore& store, LayerState& state) const;
+
+  int layer_ = 0;
+  Shape shape_;
+  Aux aux_;
+  std::optional<McConfig> mc_;          // set when this layer caches
+  std::optional<kernels::Tensor> u_proj_;  // [q_heads · dk, hidden]
+};
+
+}  // namespace mcserve::engine

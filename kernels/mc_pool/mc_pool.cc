@@ -1,0 +1,58 @@
+#include "kernels/mc_pool/mc_pool.h"
+
+#include "absl/strings/str_cat.h"
+#include "kernels/core/status_macros.h"
+
+namespace mcserve::kernels {
+namespace {
+
+absl::Status Validate(const McSegmentPoolArgs& a) {
+  if (a.k == nullptr || a.first_local == nullptr || a.pool_sum == nullptr || a.out == nullptr) {
+    return absl::InvalidArgumentError("McSegmentPool: k, first_local, pool_sum and out are required");
+  }
+  const Tensor &k = *a.k, &sum = *a.pool_sum, &out = *a.out;
+  if (k.dtype() != DType::kF32 || sum.dtype() != DType::kF32 || out.dtype() != DType::kF32 || k.rank() != 3 ||
+      sum.rank() != 3 || out.rank() != 3 || out.dim(0) != k.dim(0) || out.dim(1) != sum.dim(1) ||
+      out.dim(2) != k.dim(2) || sum.dim(2) != k.dim(2) || k.dim(1) == 0 || out.dim(1) % k.dim(1) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("McSegmentPool: k ", k.DebugString(), ", pool_sum ",
+                                                   sum.DebugString(), ", out ", out.DebugString(),
+                                                   " (want F32 [T, Hk, K], [slots, Hs, K], [T, Hs, K], Hk | Hs)"));
+  }
+  if (a.segment_size < 1) return absl::InvalidArgumentError("McSegmentPool: segment_size must be >= 1");
+  if (sum.read_only() || out.read_only()) return absl::InvalidArgumentError("McSegmentPool: read-only output");
+  MCSERVE_RETURN_IF_ERROR(ValidateBatchLayout(a.layout, k.dim(0), sum.dim(0)));
+  const Tensor& first = *a.first_local;
+  if (first.dtype() != DType::kI32 || first.rank() != 1 || first.dim(0) != a.layout.slot_ids->dim(0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("McSegmentPool: first_local ", first.DebugString(), " must be I32 [B]"));
+  }
+  if (first.device() == Device::kCpu) {
+    MCSERVE_ASSIGN_OR_RETURN(std::vector<int32_t> j, first.ToHostI32());
+    for (int32_t v : j) {
+      if (v < 1 || v > a.segment_size) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("McSegmentPool: first_local ", v, " outside [1, ", a.segment_size, "]"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status McSegmentPool(const Context& ctx, const McSegmentPoolArgs& args) {
+  MCSERVE_RETURN_IF_ERROR(Validate(args));
+  switch (ctx.device) {
+    case Device::kCpu:
+      return internal::McSegmentPoolCpu(ctx, args);
+    case Device::kCuda:
+#if defined(MCSERVE_WITH_CUDA)
+      return internal::McSegmentPoolCuda(ctx, args);
+#else
+      return absl::UnimplementedError("built without CUDA");
+#endif
+  }
+  return absl::InternalError("McSegmentPool: unknown device");
+}
+
+}  // namespace mcserve::kernels
