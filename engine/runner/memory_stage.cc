@@ -6,6 +6,7 @@
 #include "kernels/core/status_macros.h"
 #include "kernels/elementwise/elementwise.h"
 #include "kernels/mc_pool/mc_pool.h"
+#include "kernels/linear_memory/linear_memory.h"
 #include "kernels/mc_readout/mc_readout.h"
 
 namespace mcserve::engine {
@@ -44,8 +45,10 @@ absl::StatusOr<MemoryStage> MemoryStage::Bind(const ModelConfig& c, const Weight
   if (normalized) {
     return absl::UnimplementedError(where + "on normalised linear attention (norm_feature_map) is not supported");
   }
-  if (mc.segmentation == McSegmentation::kLogarithmic) {
-    return absl::UnimplementedError(where + "with logarithmic segmentation is not implemented yet");
+  if (mc.segmentation == McSegmentation::kLogarithmic && mc.init_mode == McInitMode::kIndependent &&
+      !m.aux_.name.empty() && !m.aux_.reset_when_independent) {
+    return absl::UnimplementedError(where + "with logarithmic independent segments does not support "
+                                            "swla_cross_boundary");
   }
   const std::string u_name = absl::StrCat("model.layers.", layer, ".attn.mc.u_proj.weight");
   if (!mc.gate) mc.gate = w.Has(u_name) ? McGate::kUProj : McGate::kQ;
@@ -59,6 +62,18 @@ absl::StatusOr<MemoryStage> MemoryStage::Bind(const ModelConfig& c, const Weight
 
 void MemoryStage::AddStateSpecs(std::vector<StateSpec>* specs) const {
   if (!mc_) return;
+  if (mc_->segmentation == McSegmentation::kLogarithmic) {
+    specs->push_back({"mc_level_pool", {shape_.state_heads, kLevels, shape_.dk}});
+    if (mc_->init_mode == McInitMode::kIndependent) {
+      specs->push_back({"mc_level_memory", {kLevels, shape_.state_heads, shape_.dk, shape_.dv}});
+      if (!aux_.name.empty()) {
+        kernels::Shape aux = aux_.per_slot;
+        aux.insert(aux.begin(), kLevels);
+        specs->push_back({"mc_level_aux", aux});
+      }
+    }
+    return;
+  }
   specs->push_back({"mc_pool_sum", {shape_.state_heads, shape_.dk}});
   if (mc_->aggregation == McAggregation::kResidual || mc_->aggregation == McAggregation::kMean) {
     specs->push_back({"mc_sum", {shape_.state_heads, shape_.dk, shape_.dv}});
@@ -67,6 +82,7 @@ void MemoryStage::AddStateSpecs(std::vector<StateSpec>* specs) const {
 
 absl::Status MemoryStage::Run(const Context& ctx, const Tensor& x, kernels::LinearMemoryArgs memory,
                               const MixerBatch& batch, LayerState& state, Tensor* o) const {
+  if (mc_ && mc_->segmentation == McSegmentation::kLogarithmic) return RunLogarithmic(ctx, x, memory, batch, state, o);
   if (mc_) return RunCached(ctx, x, memory, batch, state, o);
   memory.layout = batch.layout;
   memory.state = &state.at("memory");
@@ -120,6 +136,158 @@ absl::Status MemoryStage::RunCached(const Context& ctx, const Tensor& x, kernels
     }
   }
   return absl::OkStatus();
+}
+
+absl::Status MemoryStage::RunLogarithmic(const Context& ctx, const Tensor& x, kernels::LinearMemoryArgs memory,
+                                         const MixerBatch& batch, LayerState& state, Tensor* o) const {
+  const int64_t hs = shape_.state_heads;
+  const int num_seqs = static_cast<int>(batch.slots.size());
+  MCSERVE_ASSIGN_OR_RETURN(Tensor q, ExpandHeads(ctx, *memory.q, hs));
+  Tensor u = q;
+  if (u_proj_) {
+    MCSERVE_ASSIGN_OR_RETURN(Tensor projected, Project(ctx, x, *u_proj_));
+    MCSERVE_ASSIGN_OR_RETURN(Tensor heads, projected.Reshape({x.dim(0), shape_.q_heads, shape_.dk}));
+    MCSERVE_ASSIGN_OR_RETURN(u, ExpandHeads(ctx, heads, hs));
+  }
+  std::vector<int32_t> first(num_seqs);
+  for (int b = 0; b < num_seqs; ++b) {
+    const int64_t last = batch.positions[b] + batch.cu[b + 1] - batch.cu[b];
+    if (last >= (int64_t{1} << kLevels)) {
+      return absl::OutOfRangeError(absl::StrCat("layer ", layer_, ": logarithmic Memory Caching supports up to ",
+                                                (int64_t{1} << kLevels) - 1, " tokens per sequence"));
+    }
+    first[b] = static_cast<int32_t>(batch.positions[b] + 1);
+  }
+  MCSERVE_ASSIGN_OR_RETURN(Tensor first_t, Tensor::FromHostI32(first, {num_seqs}, ctx.device));
+  MCSERVE_ASSIGN_OR_RETURN(Tensor pools, NewF32(ctx, {x.dim(0), hs, shape_.dk}));
+  MCSERVE_RETURN_IF_ERROR(kernels::McLevelPool(ctx, {.k = memory.k, .layout = batch.layout, .first_position = &first_t,
+                                                     .level_sums = &state.at("mc_level_pool"),
+                                                     .mean = mc_->pool == McPool::kMean, .out = &pools}));
+  // Every token closes its online block, so tokens run one at a time.
+  for (int b = 0; b < num_seqs; ++b) {
+    for (int64_t r = batch.cu[b]; r < batch.cu[b + 1]; ++r) {
+      const int64_t n = batch.positions[b] + (r - batch.cu[b]) + 1;
+      MCSERVE_RETURN_IF_ERROR(RunLogToken(ctx, memory, batch, b, r, n, q, u, pools, state, o));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status MemoryStage::RunLogToken(const Context& ctx, const kernels::LinearMemoryArgs& memory,
+                                      const MixerBatch& batch, int seq, int64_t row, int64_t n, const Tensor& q,
+                                      const Tensor& u, const Tensor& pools, LayerState& state, Tensor* o) const {
+  const int slot = batch.slots[seq];
+  const int p = OnlineLevel(n);
+  const bool independent = mc_->init_mode == McInitMode::kIndependent;
+  // 1. The running memory (token 1 onwards, never reset) reads into row `row` of o.
+  std::optional<Tensor> level_out;
+  if (independent) {
+    MCSERVE_ASSIGN_OR_RETURN(level_out, UpdateLevels(ctx, memory, slot, row, n, p, state));
+  }
+  {
+    std::vector<Tensor> keep;
+    keep.reserve(8);
+    const int32_t cu[2] = {0, 1};
+    MCSERVE_ASSIGN_OR_RETURN(Tensor cu_t, Tensor::FromHostI32(cu, {2}, ctx.device));
+    MCSERVE_ASSIGN_OR_RETURN(Tensor slot_t, Tensor::FromHostI32({&slot, 1}, {1}, ctx.device));
+    kernels::LinearMemoryArgs one = memory;
+    one.q = RowsOf(memory.q, row, row + 1, keep);
+    one.k = RowsOf(memory.k, row, row + 1, keep);
+    one.v = RowsOf(memory.v, row, row + 1, keep);
+    one.key_decay = RowsOf(memory.key_decay, row, row + 1, keep);
+    one.decay = RowsOf(memory.decay, row, row + 1, keep);
+    one.beta = RowsOf(memory.beta, row, row + 1, keep);
+    one.gamma = RowsOf(memory.gamma, row, row + 1, keep);
+    one.layout = {.cu_seqlens = &cu_t, .slot_ids = &slot_t};
+    one.state = &state.at("memory");
+    one.aux = aux_.name.empty() ? nullptr : &state.at(aux_.name);
+    Tensor out_row = o->Rows(row, row + 1);
+    one.out = &out_row;
+    MCSERVE_RETURN_IF_ERROR(kernels::LinearMemory(ctx, one));
+    // Independent: the online block is its own compressor, unless it starts at token 1.
+    if (level_out) MCSERVE_RETURN_IF_ERROR(out_row.CopyFrom(*level_out));
+  }
+  // 2. Cached blocks: pop those of level < p, then aggregate with the rest.
+  CheckpointStore& store = *batch.checkpoints;
+  std::span<const McCheckpoint> cps = store.Checkpoints(slot, layer_);
+  int pops = 0;
+  while (pops < static_cast<int>(cps.size()) && cps[cps.size() - 1 - pops].segment.level < p) ++pops;
+  store.DropNewest(slot, layer_, pops);
+  const PieceEntry entry{seq, row, row + 1, true};
+  MCSERVE_RETURN_IF_ERROR(Aggregate(ctx, {&entry, 1}, row, row + 1, batch, q, u, pools, state, o));
+  // 3. Push the online block [n − 2^p + 1, n].
+  Tensor source = state.at("memory").Rows(slot, slot + 1);
+  if (level_out) {
+    MCSERVE_ASSIGN_OR_RETURN(Tensor levels, LevelView(state, "mc_level_memory"));
+    source = levels.Rows(static_cast<int64_t>(slot) * kLevels + p, static_cast<int64_t>(slot) * kLevels + p + 1);
+  }
+  MCSERVE_ASSIGN_OR_RETURN(Tensor memory_snapshot, source.Reshape({shape_.state_heads, shape_.dk, shape_.dv}));
+  MCSERVE_ASSIGN_OR_RETURN(Tensor pooled, pools.Rows(row, row + 1).Reshape({shape_.state_heads, shape_.dk}));
+  return store.Freeze(slot, layer_, memory_snapshot, pooled, {n - (int64_t{1} << p) + 1, n, p});
+}
+
+absl::StatusOr<std::optional<Tensor>> MemoryStage::UpdateLevels(const Context& ctx,
+                                                                const kernels::LinearMemoryArgs& memory, int slot,
+                                                                int64_t row, int64_t n, int online_level,
+                                                                LayerState& state) const {
+  // Levels below bitlen(n − 1) have a block other than [1, 2^ℓ]; those of even index are compressed
+  // (B.3.2 property 4); the block [1, 2^ℓ] is the running memory itself.
+  const int top = n == 1 ? 0 : 64 - __builtin_clzll(static_cast<uint64_t>(n - 1));
+  MCSERVE_ASSIGN_OR_RETURN(Tensor levels, LevelView(state, "mc_level_memory"));
+  std::optional<Tensor> aux_levels;
+  if (!aux_.name.empty()) {
+    MCSERVE_ASSIGN_OR_RETURN(aux_levels, LevelView(state, "mc_level_aux"));
+  }
+  std::vector<int32_t> active, rows, cu = {0};
+  int online_index = -1;
+  for (int l = 0; l < top; ++l) {
+    const int64_t block = (n - 1) >> l;
+    if (block % 2 != 0) continue;
+    const int32_t virtual_slot = slot * kLevels + l;
+    if (((n - 1) & ((int64_t{1} << l) - 1)) == 0) {  // a fresh compressor starts at n
+      MCSERVE_RETURN_IF_ERROR(ZeroSlot(levels, virtual_slot));
+      if (aux_levels) MCSERVE_RETURN_IF_ERROR(ZeroSlot(*aux_levels, virtual_slot));
+    }
+    if (l == online_level) online_index = static_cast<int>(active.size());
+    active.push_back(virtual_slot);
+    rows.push_back(static_cast<int32_t>(row));
+    cu.push_back(static_cast<int32_t>(rows.size()));
+  }
+  if (active.empty()) return std::optional<Tensor>();
+  const int64_t m = static_cast<int64_t>(active.size());
+  std::vector<Tensor> inputs;
+  inputs.reserve(8);
+  auto gather = [&](const Tensor* t) -> absl::StatusOr<const Tensor*> {
+    if (t == nullptr) return nullptr;
+    MCSERVE_ASSIGN_OR_RETURN(Tensor g, GatherRows(ctx, *t, rows));
+    inputs.push_back(std::move(g));
+    return &inputs.back();
+  };
+  kernels::LinearMemoryArgs args = memory;
+  MCSERVE_ASSIGN_OR_RETURN(args.q, gather(memory.q));
+  MCSERVE_ASSIGN_OR_RETURN(args.k, gather(memory.k));
+  MCSERVE_ASSIGN_OR_RETURN(args.v, gather(memory.v));
+  MCSERVE_ASSIGN_OR_RETURN(args.key_decay, gather(memory.key_decay));
+  MCSERVE_ASSIGN_OR_RETURN(args.decay, gather(memory.decay));
+  MCSERVE_ASSIGN_OR_RETURN(args.beta, gather(memory.beta));
+  MCSERVE_ASSIGN_OR_RETURN(args.gamma, gather(memory.gamma));
+  MCSERVE_ASSIGN_OR_RETURN(Tensor cu_t, Tensor::FromHostI32(cu, {m + 1}, ctx.device));
+  MCSERVE_ASSIGN_OR_RETURN(Tensor slots_t, Tensor::FromHostI32(active, {m}, ctx.device));
+  MCSERVE_ASSIGN_OR_RETURN(Tensor out, NewF32(ctx, {m, shape_.state_heads, shape_.dv}));
+  args.layout = {.cu_seqlens = &cu_t, .slot_ids = &slots_t};
+  args.state = &levels;
+  args.aux = aux_levels ? &*aux_levels : nullptr;
+  args.out = &out;
+  MCSERVE_RETURN_IF_ERROR(kernels::LinearMemory(ctx, args));
+  if (online_index < 0) return std::optional<Tensor>();
+  return std::optional<Tensor>(out.Rows(online_index, online_index + 1));
+}
+
+absl::StatusOr<Tensor> MemoryStage::LevelView(LayerState& state, const std::string& name) const {
+  Tensor& t = state.at(name);  // [slots, L, ...]
+  kernels::Shape shape(t.shape().begin() + 1, t.shape().end());
+  shape[0] = t.dim(0) * kLevels;
+  return t.Reshape(shape);
 }
 
 absl::Status MemoryStage::RunPiece(const Context& ctx, const Piece& piece, const MixerBatch& batch,
@@ -176,7 +344,9 @@ absl::Status MemoryStage::RunPiece(const Context& ctx, const Piece& piece, const
 absl::Status MemoryStage::Aggregate(const Context& ctx, std::span<const PieceEntry> entries, int64_t begin,
                                     int64_t end, const MixerBatch& batch, const Tensor& q, const Tensor& u,
                                     const Tensor& pools, LayerState& state, Tensor* o) const {
-  const bool summed = mc_->aggregation == McAggregation::kResidual || mc_->aggregation == McAggregation::kMean;
+  // Constant segmentation keeps a running sum for residual/mean; logarithmic sums explicit pages.
+  const bool summed = (mc_->aggregation == McAggregation::kResidual || mc_->aggregation == McAggregation::kMean) &&
+                      mc_->segmentation == McSegmentation::kConstant;
   std::vector<Tensor> sums;  // the slots' running sums (summed aggregations), stable below
   sums.reserve(entries.size());
   std::vector<kernels::McPage> pages;

@@ -35,9 +35,12 @@ class MemoryStage {
     int64_t dk = 0, dv = 0;                             // dk: key dim as the memory sees it
   };
   struct Aux {
-    std::string name;                  // the rule's auxiliary state ("momentum", "previous_kv"), or ""
+    std::string name;                    // the rule's auxiliary state ("momentum", "previous_kv"), or ""
+    kernels::Shape per_slot;             // its shape per slot
     bool reset_when_independent = true;  // whether independent MC restarts it with each segment
   };
+  // Levels of logarithmic segmentation: positions up to 2^kLevels − 1 tokens.
+  static constexpr int kLevels = 24;
 
   // Binds layer `layer`: MC applies when config.memory_caching covers it. Errors name the layer for
   // combinations that are not supported (normalised linear attention, logarithmic segmentation).
@@ -61,6 +64,18 @@ class MemoryStage {
   };
   absl::Status RunCached(const kernels::Context& ctx, const kernels::Tensor& x, kernels::LinearMemoryArgs memory,
                          const MixerBatch& batch, LayerState& state, kernels::Tensor* o) const;
+  absl::Status RunLogarithmic(const kernels::Context& ctx, const kernels::Tensor& x, kernels::LinearMemoryArgs memory,
+                              const MixerBatch& batch, LayerState& state, kernels::Tensor* o) const;
+  // Logarithmic segmentation, one token (row `row` of sequence `seq`, position n).
+  absl::Status RunLogToken(const kernels::Context& ctx, const kernels::LinearMemoryArgs& memory, const MixerBatch& batch,
+                           int seq, int64_t row, int64_t n, const kernels::Tensor& q, const kernels::Tensor& u,
+                           const kernels::Tensor& pools, LayerState& state, kernels::Tensor* o) const;
+  // Independent logarithmic segmentation: updates token n's active per-level compressors with row
+  // `row` and returns the read-out of level `online_level` ([1, Hs, dv]) when it is among them.
+  absl::StatusOr<std::optional<kernels::Tensor>> UpdateLevels(const kernels::Context& ctx,
+                                                              const kernels::LinearMemoryArgs& memory, int slot,
+                                                              int64_t row, int64_t n, int online_level,
+                                                              LayerState& state) const;
   absl::Status RunPiece(const kernels::Context& ctx, const Piece& piece, const MixerBatch& batch,
                         kernels::LinearMemoryArgs memory, const kernels::Tensor& q, const kernels::Tensor& u,
                         const kernels::Tensor& pools, LayerState& state, kernels::Tensor* o) const;
@@ -72,6 +87,8 @@ class MemoryStage {
   // independent mode, restarts the memory.
   absl::Status CloseSegment(const kernels::Context& ctx, int slot, int64_t last_token, int64_t row,
                             const kernels::Tensor& pools, CheckpointStore& store, LayerState& state) const;
+  // The rule's per-slot state tensors reshaped so that each (slot, level) is a slot of its own.
+  absl::StatusOr<kernels::Tensor> LevelView(LayerState& state, const std::string& name) const;
 
   int layer_ = 0;
   Shape shape_;

@@ -42,6 +42,17 @@ absl::StatusOr<Tensor> ExpandHeads(const Context& ctx, const Tensor& x, int64_t 
   return out.Reshape({t, heads, d});
 }
 
+absl::StatusOr<Tensor> GatherRows(const Context& ctx, const Tensor& t, std::span<const int32_t> rows) {
+  const int64_t width = t.dim(0) == 0 ? 0 : t.numel() / t.dim(0), m = static_cast<int64_t>(rows.size());
+  MCSERVE_ASSIGN_OR_RETURN(Tensor ids, Tensor::FromHostI32(rows, {m}, ctx.device));
+  MCSERVE_ASSIGN_OR_RETURN(Tensor table, t.Reshape({t.dim(0), width}));
+  MCSERVE_ASSIGN_OR_RETURN(Tensor out, NewF32(ctx, {m, width}));
+  MCSERVE_RETURN_IF_ERROR(kernels::Embedding(ctx, {.table = &table, .ids = &ids, .out = &out}));
+  kernels::Shape shape = t.shape();
+  shape[0] = m;
+  return out.Reshape(shape);
+}
+
 absl::StatusOr<Tensor> Project(const Context& ctx, const Tensor& x, const Tensor& w) {
   MCSERVE_ASSIGN_OR_RETURN(Tensor out, NewF32(ctx, {x.dim(0), w.dim(0)}));
   MCSERVE_RETURN_IF_ERROR(kernels::Linear(ctx, {.x = &x, .w = &w, .out = &out}));

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <optional>
+#include <span>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -26,6 +27,10 @@ absl::StatusOr<kernels::Tensor> BroadcastRows(const kernels::Context& ctx, const
 // x [T, H, D] with head h of `heads` (a multiple of H) reading head h / (heads / H) → [T, heads, D]
 // (fla's GQA/GVA repetition); x itself when H == heads.
 absl::StatusOr<kernels::Tensor> ExpandHeads(const kernels::Context& ctx, const kernels::Tensor& x, int64_t heads);
+
+// Rows `rows` of t [T, ...] (repeats allowed) → [rows.size(), ...].
+absl::StatusOr<kernels::Tensor> GatherRows(const kernels::Context& ctx, const kernels::Tensor& t,
+                                           std::span<const int32_t> rows);
 
 // x [T, in] · wᵀ → [T, out].
 absl::StatusOr<kernels::Tensor> Project(const kernels::Context& ctx, const kernels::Tensor& x,

@@ -19,6 +19,7 @@ class SwlaMixer : public Mixer {
     MCSERVE_ASSIGN_OR_RETURN(m->core_, DeltaStyleCore::Bind(
                                            c, w, layer, EqualHeadOptions(c),
                                            {.name = "previous_kv",
+                                            .per_slot = {c.num_heads, c.head_k_dim + c.head_v_dim},
                                             .reset_when_independent = !c.memory_caching ||
                                                                       !c.memory_caching->SwlaCrossBoundary()}));
     const std::string& attn = m->core_.attn;

@@ -38,7 +38,56 @@ absl::Status Validate(const McSegmentPoolArgs& a) {
   return absl::OkStatus();
 }
 
+absl::Status ValidateLevels(const McLevelPoolArgs& a) {
+  if (a.k == nullptr || a.first_position == nullptr || a.level_sums == nullptr || a.out == nullptr) {
+    return absl::InvalidArgumentError("McLevelPool: k, first_position, level_sums and out are required");
+  }
+  const Tensor &k = *a.k, &sums = *a.level_sums, &out = *a.out;
+  if (k.dtype() != DType::kF32 || sums.dtype() != DType::kF32 || out.dtype() != DType::kF32 || k.rank() != 3 ||
+      sums.rank() != 4 || out.rank() != 3 || out.dim(0) != k.dim(0) || out.dim(1) != sums.dim(1) ||
+      out.dim(2) != k.dim(2) || sums.dim(3) != k.dim(2) || k.dim(1) == 0 || out.dim(1) % k.dim(1) != 0 ||
+      sums.dim(2) < 1 || sums.dim(2) > 62) {
+    return absl::InvalidArgumentError(absl::StrCat("McLevelPool: k ", k.DebugString(), ", level_sums ",
+                                                   sums.DebugString(), ", out ", out.DebugString(),
+                                                   " (want F32 [T, Hk, K], [slots, Hs, L, K], [T, Hs, K])"));
+  }
+  if (sums.read_only() || out.read_only()) return absl::InvalidArgumentError("McLevelPool: read-only output");
+  MCSERVE_RETURN_IF_ERROR(ValidateBatchLayout(a.layout, k.dim(0), sums.dim(0)));
+  const Tensor& first = *a.first_position;
+  if (first.dtype() != DType::kI32 || first.rank() != 1 || first.dim(0) != a.layout.slot_ids->dim(0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("McLevelPool: first_position ", first.DebugString(), " must be I32 [B]"));
+  }
+  if (first.device() == Device::kCpu) {
+    MCSERVE_ASSIGN_OR_RETURN(std::vector<int32_t> n, first.ToHostI32());
+    MCSERVE_ASSIGN_OR_RETURN(std::vector<int32_t> cu, a.layout.cu_seqlens->ToHostI32());
+    for (size_t b = 0; b < n.size(); ++b) {
+      const int64_t last = int64_t{n[b]} + cu[b + 1] - cu[b] - 1;
+      if (n[b] < 1 || last >= (int64_t{1} << sums.dim(2))) {
+        return absl::InvalidArgumentError(absl::StrCat("McLevelPool: positions ", n[b], "..", last,
+                                                       " outside [1, 2^", sums.dim(2), ")"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+absl::Status McLevelPool(const Context& ctx, const McLevelPoolArgs& args) {
+  MCSERVE_RETURN_IF_ERROR(ValidateLevels(args));
+  switch (ctx.device) {
+    case Device::kCpu:
+      return internal::McLevelPoolCpu(ctx, args);
+    case Device::kCuda:
+#if defined(MCSERVE_WITH_CUDA)
+      return internal::McLevelPoolCuda(ctx, args);
+#else
+      return absl::UnimplementedError("built without CUDA");
+#endif
+  }
+  return absl::InternalError("McLevelPool: unknown device");
+}
 
 absl::Status McSegmentPool(const Context& ctx, const McSegmentPoolArgs& args) {
   MCSERVE_RETURN_IF_ERROR(Validate(args));

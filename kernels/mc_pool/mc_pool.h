@@ -23,9 +23,25 @@ struct McSegmentPoolArgs {
 
 absl::Status McSegmentPool(const Context& ctx, const McSegmentPoolArgs& args);
 
+// McLevelPool: the same for logarithmic (Fenwick) segmentation. Token n's online segment is the
+// dyadic block of level p = ctz(n) ending at n; a running key sum per level (restarted when a block
+// of that level starts) gives its pool: sum_p / 2^p (mean) or sum_p.
+struct McLevelPoolArgs {
+  const Tensor* k = nullptr;               // [T, Hk, K] F32
+  BatchLayout layout;
+  const Tensor* first_position = nullptr;  // [B] I32: 1-based position n of each sequence's first row
+  Tensor* level_sums = nullptr;            // [num_slots, Hs, L, K] F32, in/out; positions must stay < 2^L
+  bool mean = true;
+  Tensor* out = nullptr;                   // [T, Hs, K] F32: pool of each row's online block
+};
+
+absl::Status McLevelPool(const Context& ctx, const McLevelPoolArgs& args);
+
 namespace internal {
 absl::Status McSegmentPoolCpu(const Context& ctx, const McSegmentPoolArgs& args);
 absl::Status McSegmentPoolCuda(const Context& ctx, const McSegmentPoolArgs& args);
+absl::Status McLevelPoolCpu(const Context& ctx, const McLevelPoolArgs& args);
+absl::Status McLevelPoolCuda(const Context& ctx, const McLevelPoolArgs& args);
 }  // namespace internal
 
 }  // namespace mcserve::kernels

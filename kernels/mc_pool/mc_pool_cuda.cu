@@ -8,6 +8,14 @@ __global__ void McSegmentPoolProbe(float* sum, const float* k, int64_t dim, floa
   mc_pool_math::PoolRow(sum, k, dim, 1, true, true, out);
 }
 
+__global__ void McLevelPoolProbe(float* sums, const float* k, int64_t dim, float* out) {
+  mc_pool_math::LevelPoolRow(sums, k, dim, 4, 3, true, out);
+}
+
+absl::Status McLevelPoolCuda(const Context& ctx, const McLevelPoolArgs& args) {
+  return absl::UnimplementedError("McLevelPool: CUDA kernel not implemented yet");
+}
+
 absl::Status McSegmentPoolCuda(const Context& ctx, const McSegmentPoolArgs& args) {
   return absl::UnimplementedError("McSegmentPool: CUDA kernel not implemented yet");
 }
