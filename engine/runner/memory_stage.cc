@@ -45,10 +45,12 @@ absl::StatusOr<MemoryStage> MemoryStage::Bind(const ModelConfig& c, const Weight
   if (normalized) {
     return absl::UnimplementedError(where + "on normalised linear attention (norm_feature_map) is not supported");
   }
-  if (mc.segmentation == McSegmentation::kLogarithmic && mc.init_mode == McInitMode::kIndependent &&
-      !m.aux_.name.empty() && !m.aux_.reset_when_independent) {
-    return absl::UnimplementedError(where + "with logarithmic independent segments does not support "
-                                            "swla_cross_boundary");
+  // Logarithmic segments restart per-level compressors (independent) or nothing (checkpoint); an
+  // auxiliary state that must behave otherwise (SWLA's swla_cross_boundary) has no defined meaning.
+  if (mc.segmentation == McSegmentation::kLogarithmic && !m.aux_.name.empty() &&
+      m.aux_.reset_at_segment_start != (mc.init_mode == McInitMode::kIndependent)) {
+    return absl::UnimplementedError(where + "with logarithmic segments needs swla_cross_boundary = "
+                                            "(init_mode == checkpoint)");
   }
   const std::string u_name = absl::StrCat("model.layers.", layer, ".attn.mc.u_proj.weight");
   if (!mc.gate) mc.gate = w.Has(u_name) ? McGate::kUProj : McGate::kQ;
@@ -417,10 +419,8 @@ absl::Status MemoryStage::CloseSegment(const Context& ctx, int slot, int64_t las
     MCSERVE_ASSIGN_OR_RETURN(Tensor flat, memory.Reshape(sum.shape()));
     MCSERVE_RETURN_IF_ERROR(kernels::Add(ctx, {.a = &sum, .b = &flat, .out = &sum}));
   }
-  if (mc_->init_mode == McInitMode::kIndependent) {
-    MCSERVE_RETURN_IF_ERROR(ZeroSlot(memory_state, slot));
-    if (!aux_.name.empty() && aux_.reset_when_independent) MCSERVE_RETURN_IF_ERROR(ZeroSlot(state.at(aux_.name), slot));
-  }
+  if (mc_->init_mode == McInitMode::kIndependent) MCSERVE_RETURN_IF_ERROR(ZeroSlot(memory_state, slot));
+  if (!aux_.name.empty() && aux_.reset_at_segment_start) MCSERVE_RETURN_IF_ERROR(ZeroSlot(state.at(aux_.name), slot));
   return absl::OkStatus();
 }
 

@@ -37,7 +37,7 @@ class MemoryStage {
   struct Aux {
     std::string name;                    // the rule's auxiliary state ("momentum", "previous_kv"), or ""
     kernels::Shape per_slot;             // its shape per slot
-    bool reset_when_independent = true;  // whether independent MC restarts it with each segment
+    bool reset_at_segment_start = true;  // whether MC restarts it when a segment starts
   };
   // Levels of logarithmic segmentation: positions up to 2^kLevels − 1 tokens.
   static constexpr int kLevels = 24;

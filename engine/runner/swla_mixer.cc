@@ -20,7 +20,7 @@ class SwlaMixer : public Mixer {
                                            c, w, layer, EqualHeadOptions(c),
                                            {.name = "previous_kv",
                                             .per_slot = {c.num_heads, c.head_k_dim + c.head_v_dim},
-                                            .reset_when_independent = !c.memory_caching ||
+                                            .reset_at_segment_start = c.memory_caching &&
                                                                       !c.memory_caching->SwlaCrossBoundary()}));
     const std::string& attn = m->core_.attn;
     MCSERVE_ASSIGN_OR_RETURN(m->a_proj_, w.Matrix(attn + "a_proj.weight", {heads, h}));

@@ -15,7 +15,10 @@ class TitansMixer : public Mixer {
   static absl::StatusOr<std::unique_ptr<Mixer>> Make(const ModelConfig& c, const WeightBinder& w, int layer) {
     auto m = std::make_unique<TitansMixer>();
     const int64_t h = c.hidden_size, heads = c.num_heads;
-    MCSERVE_ASSIGN_OR_RETURN(m->core_, DeltaStyleCore::Bind(c, w, layer, EqualHeadOptions(c), {.name = "momentum", .per_slot = {c.num_heads, c.head_k_dim, c.head_v_dim}}));
+    MCSERVE_ASSIGN_OR_RETURN(m->core_, DeltaStyleCore::Bind(c, w, layer, EqualHeadOptions(c), {.name = "momentum",
+                                          .per_slot = {c.num_heads, c.head_k_dim, c.head_v_dim},
+                                          .reset_at_segment_start = c.memory_caching &&
+                                                                    c.memory_caching->init_mode == McInitMode::kIndependent}));
     const std::string& attn = m->core_.attn;
     MCSERVE_ASSIGN_OR_RETURN(m->a_proj_, w.Matrix(attn + "a_proj.weight", {heads, h}));
     MCSERVE_ASSIGN_OR_RETURN(m->m_proj_, w.Matrix(attn + "m_proj.weight", {heads, h}));
