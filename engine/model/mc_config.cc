@@ -6,6 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "kernels/core/status_macros.h"
 #include "nlohmann/json.hpp"
@@ -164,7 +165,7 @@ absl::StatusOr<std::optional<McConfig>> ApplyMcOverrides(const std::optional<McC
   if (agg != overrides.end() && agg->second == "none") return std::optional<McConfig>();
   McConfig c = base.value_or(McConfig());
   for (const auto& [field, value] : overrides) {
-    MCSERVE_RETURN_IF_ERROR(SetField(c, field, value, absl::StrCat("--mc-", field)));
+    MCSERVE_RETURN_IF_ERROR(SetField(c, field, value, absl::StrCat("--mc-", absl::StrReplaceAll(field, {{"_", "-"}}))));
   }
   MCSERVE_RETURN_IF_ERROR(Validate(c, "memory caching flags"));
   return std::optional<McConfig>(c);

@@ -68,6 +68,25 @@ def test_same_seed_same_text():
     assert run(*args).stdout == run(*args).stdout
 
 
+def test_memory_caching_flags_apply_to_a_checkpoint_without_it():
+    r = run("--model", FIXTURE, "--prompt", "The cat watched the gulls from the window sill, and the gulls",
+            "--mc-aggregation", "ssc", "--mc-segment-size", "4", "--mc-top-k", "2", "--max-tokens", "24", "--seed", "5")
+    assert r.returncode == 0, r.stderr
+    assert "memory caching: ssc top-2, constant segments of 4" in r.stderr.decode()
+    assert r.stdout.decode("utf-8").strip()
+    # MC changes the output of a prompt longer than a segment, greedily.
+    base = run("--model", FIXTURE, "--prompt", "The cat watched the gulls from the window sill", "--temperature", "0")
+    mc = run("--model", FIXTURE, "--prompt", "The cat watched the gulls from the window sill", "--temperature", "0",
+             "--mc-aggregation", "grm", "--mc-segment-size", "4")
+    assert base.returncode == 0 and mc.returncode == 0
+    assert base.stdout != mc.stdout
+
+
+def test_bad_memory_caching_flag():
+    expect_error(run("--prompt", "hi", "--mc-aggregation", "attention"), "--mc-aggregation", "attention")
+    expect_error(run("--prompt", "hi", "--mc-segment-size", "0"), "--mc-segment-size")
+
+
 def test_truncated_weights(tmp_path):
     d = copy_fixture(tmp_path)
     f = d / "model.safetensors"

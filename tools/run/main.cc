@@ -2,12 +2,15 @@
 // generated text to stdout as it is produced.
 #include <cstdio>
 #include <iostream>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "engine/model/tokenizer.h"
 #include "engine/runner/generate.h"
@@ -23,6 +26,16 @@ ABSL_FLAG(int, top_k, 0, "Keep only the k most likely tokens; 0 = all");
 ABSL_FLAG(int64_t, seed, -1, "Random seed for reproducible sampling; -1 = random");
 ABSL_FLAG(int, threads, 0, "CPU threads; 0 = all cores");
 ABSL_FLAG(int, prefill_chunk, 256, "Prompt tokens per prefill step");
+// Memory Caching (docs/memory-caching.md); each overrides the model's config.json `memory_caching`.
+ABSL_FLAG(std::string, mc_aggregation, "", "Memory Caching aggregation: residual, grm, soup, ssc, mean, or none (off)");
+ABSL_FLAG(std::string, mc_segmentation, "", "Memory Caching segmentation: constant or logarithmic");
+ABSL_FLAG(std::string, mc_segment_size, "", "Memory Caching segment size (constant segmentation)");
+ABSL_FLAG(std::string, mc_init_mode, "", "Memory Caching init mode: independent or checkpoint");
+ABSL_FLAG(std::string, mc_gate, "", "Memory Caching gate input: q or u_proj");
+ABSL_FLAG(std::string, mc_pool, "", "Memory Caching key pooling: mean or sum");
+ABSL_FLAG(std::string, mc_top_k, "", "Memory Caching: segments SSC's router keeps per token");
+ABSL_FLAG(std::string, mc_mean_combine, "", "Memory Caching mean aggregation: add or average");
+ABSL_FLAG(std::string, mc_layers, "", "Memory Caching layers: all, or a comma-separated list of indices");
 
 namespace {
 
@@ -33,14 +46,32 @@ int Fail(const absl::Status& status) {
   return 1;
 }
 
+// The --mc-* flags that were given, as Memory Caching overrides.
+std::map<std::string, std::string> McOverrides() {
+  std::map<std::string, std::string> overrides;
+  const std::pair<const char*, const absl::Flag<std::string>*> flags[] = {
+      {"aggregation", &FLAGS_mc_aggregation}, {"segmentation", &FLAGS_mc_segmentation},
+      {"segment_size", &FLAGS_mc_segment_size}, {"init_mode", &FLAGS_mc_init_mode}, {"gate", &FLAGS_mc_gate},
+      {"pool", &FLAGS_mc_pool}, {"top_k", &FLAGS_mc_top_k}, {"mean_combine", &FLAGS_mc_mean_combine},
+      {"layers", &FLAGS_mc_layers}};
+  for (const auto& [field, flag] : flags) {
+    const std::string value = absl::GetFlag(*flag);
+    if (!value.empty()) overrides[field] = value;
+  }
+  return overrides;
+}
+
 int Run() {
   std::string dir = absl::GetFlag(FLAGS_model);
   if (dir.empty()) dir = MCSERVE_DEFAULT_MODEL;
-  auto model = Model::Load(dir, {.num_threads = absl::GetFlag(FLAGS_threads)});
+  auto model = Model::Load(dir, {.num_threads = absl::GetFlag(FLAGS_threads), .mc_overrides = McOverrides()});
   if (!model.ok()) return Fail(model.status());
   const auto& tokenizer = (*model)->tokenizer();
   auto prompt = tokenizer.Encode(absl::GetFlag(FLAGS_prompt), /*add_bos=*/true);
   if (!prompt.ok()) return Fail(absl::InvalidArgumentError(absl::StrCat("--prompt: ", prompt.status().message())));
+  if (const auto& mc = (*model)->config().memory_caching) {
+    std::fprintf(stderr, "mcserve-run: memory caching: %s\n", mcserve::engine::DescribeMcConfig(*mc).c_str());
+  }
   auto pool = (*model)->NewStatePool(1);
   if (!pool.ok()) return Fail(pool.status());
   auto slot = pool->Acquire();
@@ -99,8 +130,13 @@ static std::vector<char*> NormalizeFlagNames(int argc, char** argv, std::vector<
 int main(int argc, char** argv) {
   std::vector<std::string> storage;
   std::vector<char*> args = NormalizeFlagNames(argc, argv, &storage);
+  // --help lists this file's flags (absl would otherwise look for a file named like the binary).
+  absl::FlagsUsageConfig usage;
+  usage.contains_help_flags = [](absl::string_view file) { return absl::EndsWith(file, "tools/run/main.cc"); };
+  absl::SetFlagsUsageConfig(usage);
   absl::SetProgramUsageMessage("mcserve-run --model DIR --prompt TEXT [--max-tokens N] [--temperature T] "
-                               "[--top-p P] [--seed S]: generate text offline and stream it to stdout");
+                               "[--top-p P] [--seed S] [--mc-aggregation A ...]: generate text offline and stream it to stdout.\n"
+                               "Flags may be written with dashes or underscores (--max-tokens = --max_tokens).");
   absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
   return Run();
 }
