@@ -357,9 +357,12 @@ absl::Status MemoryStage::Aggregate(const Context& ctx, std::span<const PieceEnt
   for (const Piece::Entry& e : entries) {
     const int slot = batch.slots[e.seq];
     const std::span<const McCheckpoint> cps = batch.checkpoints->Checkpoints(slot, layer_);
-    cached = cps.size();
+    // Summed aggregations keep only the running sum; the closed-segment count follows from the position.
+    cached = summed ? static_cast<size_t>(CachedSegments(batch.positions[e.seq] + (e.begin - batch.cu[e.seq]) + 1,
+                                                         mc_->segment_size))
+                    : cps.size();
     std::vector<int32_t> ids;
-    if (summed && !cps.empty()) {
+    if (summed && cached > 0) {
       MCSERVE_ASSIGN_OR_RETURN(Tensor sum, state.at("mc_sum").Rows(slot, slot + 1).Reshape(
                                                {shape_.state_heads, shape_.dk, shape_.dv}));
       sums.push_back(std::move(sum));
@@ -413,11 +416,13 @@ absl::Status MemoryStage::CloseSegment(const Context& ctx, int slot, int64_t las
                                               {shape_.state_heads, shape_.dk, shape_.dv}));
   MCSERVE_ASSIGN_OR_RETURN(Tensor pooled, pools.Rows(row, row + 1).Reshape({shape_.state_heads, shape_.dk}));
   const Segment segment{last_token - mc_->segment_size + 1, last_token, 0};
-  MCSERVE_RETURN_IF_ERROR(store.Freeze(slot, layer_, memory, pooled, segment));
   if (mc_->aggregation == McAggregation::kResidual || mc_->aggregation == McAggregation::kMean) {
+    // Residual and the post-training mean read only the running sum: O(1) state per request (B.8).
     Tensor sum = state.at("mc_sum").Rows(slot, slot + 1);
     MCSERVE_ASSIGN_OR_RETURN(Tensor flat, memory.Reshape(sum.shape()));
     MCSERVE_RETURN_IF_ERROR(kernels::Add(ctx, {.a = &sum, .b = &flat, .out = &sum}));
+  } else {
+    MCSERVE_RETURN_IF_ERROR(store.Freeze(slot, layer_, memory, pooled, segment));
   }
   if (mc_->init_mode == McInitMode::kIndependent) MCSERVE_RETURN_IF_ERROR(ZeroSlot(memory_state, slot));
   if (!aux_.name.empty() && aux_.reset_at_segment_start) MCSERVE_RETURN_IF_ERROR(ZeroSlot(state.at(aux_.name), slot));
