@@ -1,5 +1,7 @@
 #include "kernels/cpu/thread_pool.h"
 
+#include <cblas.h>
+
 #include <algorithm>
 
 #if defined(__x86_64__)
@@ -25,6 +27,9 @@ std::pair<int64_t, int64_t> Block(int64_t n, int parts, int index) {
 }  // namespace
 
 ThreadPool::ThreadPool(int num_threads) {
+  // Our pool owns the cores: OpenBLAS runs single-threaded inside our loops. Its own threads, left
+  // at the default, spin between calls (and from start-up) and slow every other op down.
+  openblas_set_num_threads(1);
   if (num_threads <= 0) num_threads = std::max(1u, std::thread::hardware_concurrency());
   for (int i = 0; i + 1 < num_threads; ++i) workers_.emplace_back([this, i] { WorkerLoop(i); });
 }

@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
-#include <mutex>
 #include <vector>
 
 #include "kernels/core/tensor_data.h"
@@ -197,13 +196,10 @@ void GemmColumns(int64_t m, const float* x, const typename W::T* w, int64_t k, f
 }
 
 // out[m, n] (+)= x[m, k] · w[n, k]ᵀ for m > kGemvMaxRows: output columns split over our pool, each
-// block one single-threaded sgemm (OpenBLAS's own threads stay off: they spin between calls and
-// compete with the pool).
+// block one single-threaded sgemm (cpu::ThreadPool turns OpenBLAS's own threads off).
 template <class W>
 void Gemm(const Context& ctx, int64_t m, const float* x, const typename W::T* w, int64_t k, float* out,
           int64_t n, bool accumulate) {
-  static std::once_flag single_threaded_blas;
-  std::call_once(single_threaded_blas, [] { openblas_set_num_threads(1); });
   cpu::ThreadPool* pool = m * n * k >= kMinParallelMacs ? ctx.pool : nullptr;
   const int64_t parts = pool == nullptr ? 1 : pool->num_threads();
   cpu::ParallelFor(pool, parts, [&](int64_t p0, int64_t p1) {
