@@ -93,18 +93,22 @@ absl::Status MemoryStage::Run(const Context& ctx, const Tensor& x, kernels::Line
   return kernels::LinearMemory(ctx, memory);
 }
 
+absl::StatusOr<std::pair<Tensor, Tensor>> MemoryStage::QueryAndGate(const Context& ctx, const Tensor& x,
+                                                                     const Tensor& q) const {
+  MCSERVE_ASSIGN_OR_RETURN(Tensor q_state, ExpandHeads(ctx, q, shape_.state_heads));
+  if (!u_proj_) return std::make_pair(q_state, q_state);
+  MCSERVE_ASSIGN_OR_RETURN(Tensor projected, Project(ctx, x, *u_proj_));
+  MCSERVE_ASSIGN_OR_RETURN(Tensor heads, projected.Reshape({x.dim(0), shape_.q_heads, shape_.dk}));
+  MCSERVE_ASSIGN_OR_RETURN(Tensor u, ExpandHeads(ctx, heads, shape_.state_heads));
+  return std::make_pair(q_state, u);
+}
+
 absl::Status MemoryStage::RunCached(const Context& ctx, const Tensor& x, kernels::LinearMemoryArgs memory,
                                     const MixerBatch& batch, LayerState& state, Tensor* o) const {
   const int64_t c = mc_->segment_size, hs = shape_.state_heads;
   const int num_seqs = static_cast<int>(batch.slots.size());
-  // Read-out query and gate input per state head.
-  MCSERVE_ASSIGN_OR_RETURN(Tensor q, ExpandHeads(ctx, *memory.q, hs));
-  Tensor u = q;
-  if (u_proj_) {
-    MCSERVE_ASSIGN_OR_RETURN(Tensor projected, Project(ctx, x, *u_proj_));
-    MCSERVE_ASSIGN_OR_RETURN(Tensor heads, projected.Reshape({x.dim(0), shape_.q_heads, shape_.dk}));
-    MCSERVE_ASSIGN_OR_RETURN(u, ExpandHeads(ctx, heads, hs));
-  }
+  MCSERVE_ASSIGN_OR_RETURN(auto qu, QueryAndGate(ctx, x, *memory.q));
+  const auto& [q, u] = qu;
   // Pool of the open segment after every row.
   std::vector<int32_t> first_local(num_seqs);
   for (int b = 0; b < num_seqs; ++b) first_local[b] = static_cast<int32_t>(LocalIndex(batch.positions[b] + 1, c));
@@ -144,13 +148,8 @@ absl::Status MemoryStage::RunLogarithmic(const Context& ctx, const Tensor& x, ke
                                          const MixerBatch& batch, LayerState& state, Tensor* o) const {
   const int64_t hs = shape_.state_heads;
   const int num_seqs = static_cast<int>(batch.slots.size());
-  MCSERVE_ASSIGN_OR_RETURN(Tensor q, ExpandHeads(ctx, *memory.q, hs));
-  Tensor u = q;
-  if (u_proj_) {
-    MCSERVE_ASSIGN_OR_RETURN(Tensor projected, Project(ctx, x, *u_proj_));
-    MCSERVE_ASSIGN_OR_RETURN(Tensor heads, projected.Reshape({x.dim(0), shape_.q_heads, shape_.dk}));
-    MCSERVE_ASSIGN_OR_RETURN(u, ExpandHeads(ctx, heads, hs));
-  }
+  MCSERVE_ASSIGN_OR_RETURN(auto qu, QueryAndGate(ctx, x, *memory.q));
+  const auto& [q, u] = qu;
   std::vector<int32_t> first(num_seqs);
   for (int b = 0; b < num_seqs; ++b) {
     const int64_t last = batch.positions[b] + batch.cu[b + 1] - batch.cu[b];

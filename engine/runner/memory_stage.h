@@ -8,6 +8,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -56,6 +57,10 @@ class MemoryStage {
 
  private:
   struct Piece;
+  // The read-out query q [T, Hq, dk] and the gate input (q, or u_proj x), both per state head.
+  absl::StatusOr<std::pair<kernels::Tensor, kernels::Tensor>> QueryAndGate(const kernels::Context& ctx,
+                                                                           const kernels::Tensor& x,
+                                                                           const kernels::Tensor& q) const;
   struct PieceEntry {
     int seq;        // index in the batch
     int64_t begin;  // rows [begin, end) of the batch
