@@ -9,8 +9,9 @@
 
 namespace mcserve::kernels {
 
-// Where a tensor's storage lives.
-enum class Device { kCpu, kCuda };
+// Where a tensor's storage lives. kCudaEmu is the CUDA backend executed on the CPU by the CUDA
+// emulator (kernels/cuda/emu/): the same kernels and runtime paths as kCuda, for tests and CI.
+enum class Device { kCpu, kCuda, kCudaEmu };
 
 // Element type of a tensor. Weights may be F32, F16 or BF16; state and activations are F32.
 enum class DType { kF32, kF16, kBF16, kI32 };

@@ -45,7 +45,14 @@ const char* DTypeName(DType t) {
   return "?";
 }
 
-const char* DeviceName(Device d) { return d == Device::kCpu ? "cpu" : "cuda"; }
+const char* DeviceName(Device d) {
+  switch (d) {
+    case Device::kCpu: return "cpu";
+    case Device::kCuda: return "cuda";
+    case Device::kCudaEmu: return "cuda-emu";
+  }
+  return "?";
+}
 
 int64_t NumElements(const Shape& shape) {
   int64_t n = 1;

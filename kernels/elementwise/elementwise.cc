@@ -1,6 +1,7 @@
 #include "kernels/elementwise/elementwise.h"
 
 #include "absl/strings/str_cat.h"
+#include "kernels/core/dispatch.h"
 
 namespace mcserve::kernels {
 namespace {
@@ -69,47 +70,17 @@ absl::Status ValidateSwiGlu(const SwiGluArgs& a) {
 
 absl::Status Activation(const Context& ctx, const ActivationArgs& args) {
   if (absl::Status s = ValidateActivation(args); !s.ok()) return s;
-  switch (ctx.device) {
-    case Device::kCpu:
-      return internal::ActivationCpu(ctx, args);
-    case Device::kCuda:
-#if defined(MCSERVE_WITH_CUDA)
-      return internal::ActivationCuda(ctx, args);
-#else
-      return absl::UnimplementedError("built without CUDA");
-#endif
-  }
-  return absl::InternalError("Activation: unknown device");
+  return DispatchOp(ctx, "Activation", &internal::ActivationCpu, MCSERVE_CUDA_FN(internal::ActivationCuda), args);
 }
 
 absl::Status Add(const Context& ctx, const AddArgs& args) {
   if (absl::Status s = ValidateAdd(args); !s.ok()) return s;
-  switch (ctx.device) {
-    case Device::kCpu:
-      return internal::AddCpu(ctx, args);
-    case Device::kCuda:
-#if defined(MCSERVE_WITH_CUDA)
-      return internal::AddCuda(ctx, args);
-#else
-      return absl::UnimplementedError("built without CUDA");
-#endif
-  }
-  return absl::InternalError("Add: unknown device");
+  return DispatchOp(ctx, "Add", &internal::AddCpu, MCSERVE_CUDA_FN(internal::AddCuda), args);
 }
 
 absl::Status SwiGlu(const Context& ctx, const SwiGluArgs& args) {
   if (absl::Status s = ValidateSwiGlu(args); !s.ok()) return s;
-  switch (ctx.device) {
-    case Device::kCpu:
-      return internal::SwiGluCpu(ctx, args);
-    case Device::kCuda:
-#if defined(MCSERVE_WITH_CUDA)
-      return internal::SwiGluCuda(ctx, args);
-#else
-      return absl::UnimplementedError("built without CUDA");
-#endif
-  }
-  return absl::InternalError("SwiGlu: unknown device");
+  return DispatchOp(ctx, "SwiGlu", &internal::SwiGluCpu, MCSERVE_CUDA_FN(internal::SwiGluCuda), args);
 }
 
 }  // namespace mcserve::kernels

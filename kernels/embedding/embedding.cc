@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/core/tensor_data.h"
 #include "kernels/embedding/embedding_math.h"
+#include "kernels/core/dispatch.h"
 
 namespace mcserve::kernels {
 namespace {
@@ -39,17 +40,7 @@ absl::Status Validate(const EmbeddingArgs& a) {
 
 absl::Status Embedding(const Context& ctx, const EmbeddingArgs& args) {
   if (absl::Status s = Validate(args); !s.ok()) return s;
-  switch (ctx.device) {
-    case Device::kCpu:
-      return internal::EmbeddingCpu(ctx, args);
-    case Device::kCuda:
-#if defined(MCSERVE_WITH_CUDA)
-      return internal::EmbeddingCuda(ctx, args);
-#else
-      return absl::UnimplementedError("built without CUDA");
-#endif
-  }
-  return absl::InternalError("Embedding: unknown device");
+  return DispatchOp(ctx, "Embedding", &internal::EmbeddingCpu, MCSERVE_CUDA_FN(internal::EmbeddingCuda), args);
 }
 
 }  // namespace mcserve::kernels

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/core/status_macros.h"
 #include "kernels/feature_map/feature_map_math.h"
+#include "kernels/core/dispatch.h"
 
 namespace mcserve::kernels {
 namespace {
@@ -84,17 +85,7 @@ int64_t FeatureMapOutDim(FeatureMapKind kind, int64_t d) {
 
 absl::Status FeatureMap(const Context& ctx, const FeatureMapArgs& args) {
   MCSERVE_RETURN_IF_ERROR(Validate(ctx, args));
-  switch (ctx.device) {
-    case Device::kCpu:
-      return internal::FeatureMapCpu(ctx, args);
-    case Device::kCuda:
-#if defined(MCSERVE_WITH_CUDA)
-      return internal::FeatureMapCuda(ctx, args);
-#else
-      return absl::UnimplementedError("built without CUDA");
-#endif
-  }
-  return absl::InternalError("FeatureMap: unknown device");
+  return DispatchOp(ctx, "FeatureMap", &internal::FeatureMapCpu, MCSERVE_CUDA_FN(internal::FeatureMapCuda), args);
 }
 
 }  // namespace mcserve::kernels

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/core/dispatch.h"
 
 namespace mcserve::kernels {
 namespace {
@@ -52,17 +53,7 @@ absl::Status Validate(const GateArgs& a) {
 
 absl::Status Gate(const Context& ctx, const GateArgs& args) {
   if (absl::Status s = Validate(args); !s.ok()) return s;
-  switch (ctx.device) {
-    case Device::kCpu:
-      return internal::GateCpu(ctx, args);
-    case Device::kCuda:
-#if defined(MCSERVE_WITH_CUDA)
-      return internal::GateCuda(ctx, args);
-#else
-      return absl::UnimplementedError("built without CUDA");
-#endif
-  }
-  return absl::InternalError("Gate: unknown device");
+  return DispatchOp(ctx, "Gate", &internal::GateCpu, MCSERVE_CUDA_FN(internal::GateCuda), args);
 }
 
 }  // namespace mcserve::kernels

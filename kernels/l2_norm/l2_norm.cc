@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/core/dispatch.h"
 
 namespace mcserve::kernels {
 namespace {
@@ -30,17 +31,7 @@ absl::Status Validate(const L2NormArgs& a) {
 
 absl::Status L2Norm(const Context& ctx, const L2NormArgs& args) {
   if (absl::Status s = Validate(args); !s.ok()) return s;
-  switch (ctx.device) {
-    case Device::kCpu:
-      return internal::L2NormCpu(ctx, args);
-    case Device::kCuda:
-#if defined(MCSERVE_WITH_CUDA)
-      return internal::L2NormCuda(ctx, args);
-#else
-      return absl::UnimplementedError("built without CUDA");
-#endif
-  }
-  return absl::InternalError("L2Norm: unknown device");
+  return DispatchOp(ctx, "L2Norm", &internal::L2NormCpu, MCSERVE_CUDA_FN(internal::L2NormCuda), args);
 }
 
 }  // namespace mcserve::kernels

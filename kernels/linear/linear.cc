@@ -1,6 +1,7 @@
 #include "kernels/linear/linear.h"
 
 #include "absl/strings/str_cat.h"
+#include "kernels/core/dispatch.h"
 
 namespace mcserve::kernels {
 namespace {
@@ -28,17 +29,7 @@ absl::Status Validate(const LinearArgs& a) {
 
 absl::Status Linear(const Context& ctx, const LinearArgs& args) {
   if (absl::Status s = Validate(args); !s.ok()) return s;
-  switch (ctx.device) {
-    case Device::kCpu:
-      return internal::LinearCpu(ctx, args);
-    case Device::kCuda:
-#if defined(MCSERVE_WITH_CUDA)
-      return internal::LinearCuda(ctx, args);
-#else
-      return absl::UnimplementedError("built without CUDA");
-#endif
-  }
-  return absl::InternalError("Linear: unknown device");
+  return DispatchOp(ctx, "Linear", &internal::LinearCpu, MCSERVE_CUDA_FN(internal::LinearCuda), args);
 }
 
 }  // namespace mcserve::kernels

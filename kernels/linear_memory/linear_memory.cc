@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/core/status_macros.h"
+#include "kernels/core/dispatch.h"
 
 namespace mcserve::kernels {
 namespace {
@@ -97,17 +98,7 @@ absl::Status Validate(const Context& ctx, const LinearMemoryArgs& a) {
 
 absl::Status LinearMemory(const Context& ctx, const LinearMemoryArgs& args) {
   MCSERVE_RETURN_IF_ERROR(Validate(ctx, args));
-  switch (ctx.device) {
-    case Device::kCpu:
-      return internal::LinearMemoryCpu(ctx, args);
-    case Device::kCuda:
-#if defined(MCSERVE_WITH_CUDA)
-      return internal::LinearMemoryCuda(ctx, args);
-#else
-      return absl::UnimplementedError("built without CUDA");
-#endif
-  }
-  return absl::InternalError("LinearMemory: unknown device");
+  return DispatchOp(ctx, "LinearMemory", &internal::LinearMemoryCpu, MCSERVE_CUDA_FN(internal::LinearMemoryCuda), args);
 }
 
 }  // namespace mcserve::kernels

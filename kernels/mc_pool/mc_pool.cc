@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/core/status_macros.h"
+#include "kernels/core/dispatch.h"
 
 namespace mcserve::kernels {
 namespace {
@@ -76,32 +77,12 @@ absl::Status ValidateLevels(const McLevelPoolArgs& a) {
 
 absl::Status McLevelPool(const Context& ctx, const McLevelPoolArgs& args) {
   MCSERVE_RETURN_IF_ERROR(ValidateLevels(args));
-  switch (ctx.device) {
-    case Device::kCpu:
-      return internal::McLevelPoolCpu(ctx, args);
-    case Device::kCuda:
-#if defined(MCSERVE_WITH_CUDA)
-      return internal::McLevelPoolCuda(ctx, args);
-#else
-      return absl::UnimplementedError("built without CUDA");
-#endif
-  }
-  return absl::InternalError("McLevelPool: unknown device");
+  return DispatchOp(ctx, "McLevelPool", &internal::McLevelPoolCpu, MCSERVE_CUDA_FN(internal::McLevelPoolCuda), args);
 }
 
 absl::Status McSegmentPool(const Context& ctx, const McSegmentPoolArgs& args) {
   MCSERVE_RETURN_IF_ERROR(Validate(args));
-  switch (ctx.device) {
-    case Device::kCpu:
-      return internal::McSegmentPoolCpu(ctx, args);
-    case Device::kCuda:
-#if defined(MCSERVE_WITH_CUDA)
-      return internal::McSegmentPoolCuda(ctx, args);
-#else
-      return absl::UnimplementedError("built without CUDA");
-#endif
-  }
-  return absl::InternalError("McSegmentPool: unknown device");
+  return DispatchOp(ctx, "McSegmentPool", &internal::McSegmentPoolCpu, MCSERVE_CUDA_FN(internal::McSegmentPoolCuda), args);
 }
 
 }  // namespace mcserve::kernels

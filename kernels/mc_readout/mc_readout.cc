@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/core/status_macros.h"
 #include "kernels/core/tensor_data.h"
+#include "kernels/core/dispatch.h"
 
 namespace mcserve::kernels {
 namespace {
@@ -140,17 +141,7 @@ absl::Status Validate(const Context& ctx, const McReadoutArgs& a) {
 
 absl::Status McReadout(const Context& ctx, const McReadoutArgs& args) {
   MCSERVE_RETURN_IF_ERROR(Validate(ctx, args));
-  switch (ctx.device) {
-    case Device::kCpu:
-      return internal::McReadoutCpu(ctx, args);
-    case Device::kCuda:
-#if defined(MCSERVE_WITH_CUDA)
-      return internal::McReadoutCuda(ctx, args);
-#else
-      return absl::UnimplementedError("built without CUDA");
-#endif
-  }
-  return absl::InternalError("McReadout: unknown device");
+  return DispatchOp(ctx, "McReadout", &internal::McReadoutCpu, MCSERVE_CUDA_FN(internal::McReadoutCuda), args);
 }
 
 }  // namespace mcserve::kernels

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/core/dispatch.h"
 
 namespace mcserve::kernels {
 namespace {
@@ -39,17 +40,7 @@ absl::Status Validate(const RmsNormArgs& a) {
 
 absl::Status RmsNorm(const Context& ctx, const RmsNormArgs& args) {
   if (absl::Status s = Validate(args); !s.ok()) return s;
-  switch (ctx.device) {
-    case Device::kCpu:
-      return internal::RmsNormCpu(ctx, args);
-    case Device::kCuda:
-#if defined(MCSERVE_WITH_CUDA)
-      return internal::RmsNormCuda(ctx, args);
-#else
-      return absl::UnimplementedError("built without CUDA");
-#endif
-  }
-  return absl::InternalError("RmsNorm: unknown device");
+  return DispatchOp(ctx, "RmsNorm", &internal::RmsNormCpu, MCSERVE_CUDA_FN(internal::RmsNormCuda), args);
 }
 
 }  // namespace mcserve::kernels

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/core/status_macros.h"
 #include "kernels/core/tensor_data.h"
+#include "kernels/core/dispatch.h"
 
 namespace mcserve::kernels {
 namespace {
@@ -62,17 +63,7 @@ absl::Status Validate(const Context& ctx, const ShortConvArgs& a) {
 
 absl::Status ShortConv(const Context& ctx, const ShortConvArgs& args) {
   MCSERVE_RETURN_IF_ERROR(Validate(ctx, args));
-  switch (ctx.device) {
-    case Device::kCpu:
-      return internal::ShortConvCpu(ctx, args);
-    case Device::kCuda:
-#if defined(MCSERVE_WITH_CUDA)
-      return internal::ShortConvCuda(ctx, args);
-#else
-      return absl::UnimplementedError("built without CUDA");
-#endif
-  }
-  return absl::InternalError("ShortConv: unknown device");
+  return DispatchOp(ctx, "ShortConv", &internal::ShortConvCpu, MCSERVE_CUDA_FN(internal::ShortConvCuda), args);
 }
 
 }  // namespace mcserve::kernels

@@ -1,0 +1,36 @@
+// DispatchOp: runs an op on the backend of ctx.device — the CPU code, the CUDA code (only in a build
+// with nvcc), or the CUDA emulator. Every op's <op>.cc calls it after validating its arguments.
+#pragma once
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "kernels/core/context.h"
+
+namespace mcserve::kernels {
+
+template <typename Args>
+using OpFn = absl::Status (*)(const Context&, const Args&);
+
+// `cuda` is null in a build without nvcc (MCSERVE_CUDA_FN gives that).
+template <typename Args>
+absl::Status DispatchOp(const Context& ctx, const char* op, OpFn<Args> cpu, OpFn<Args> cuda, const Args& args) {
+  switch (ctx.device) {
+    case Device::kCpu:
+      return cpu(ctx, args);
+    case Device::kCuda:
+      if (cuda == nullptr) return absl::UnimplementedError("built without CUDA");
+      return cuda(ctx, args);
+    case Device::kCudaEmu:
+      return absl::UnimplementedError(absl::StrCat(op, ": the cuda-emu backend does not run this op yet"));
+  }
+  return absl::InternalError(absl::StrCat(op, ": unknown device"));
+}
+
+}  // namespace mcserve::kernels
+
+// The CUDA entry point `fn` of an op, or nullptr in a build without nvcc.
+#if defined(MCSERVE_WITH_CUDA)
+#define MCSERVE_CUDA_FN(fn) (&fn)
+#else
+#define MCSERVE_CUDA_FN(fn) nullptr
+#endif

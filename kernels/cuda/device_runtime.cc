@@ -1,0 +1,29 @@
+// RuntimeFor: the device runtime of a tensor device.
+#include "kernels/cuda/device_runtime.h"
+
+#include "absl/strings/str_cat.h"
+#include "kernels/cuda/emu/emu_device_runtime.h"
+#if defined(MCSERVE_WITH_CUDA)
+#include "kernels/cuda/cuda_runtime.h"
+#endif
+
+namespace mcserve::kernels {
+
+absl::StatusOr<DeviceRuntime*> RuntimeFor(Device device) {
+  switch (device) {
+    case Device::kCudaEmu:
+      return &emu::EmuRuntime();
+    case Device::kCuda:
+#if defined(MCSERVE_WITH_CUDA)
+      return internal::CudaDeviceRuntime();
+#else
+      return absl::UnimplementedError("built without CUDA");
+#endif
+    case Device::kCpu:
+      break;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("RuntimeFor: device ", DeviceName(device), " has no device runtime (host memory)"));
+}
+
+}  // namespace mcserve::kernels
