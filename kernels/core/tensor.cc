@@ -1,25 +1,28 @@
 #include "kernels/core/tensor.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "kernels/core/status_macros.h"
 #include "kernels/core/tensor_data.h"
+#include "kernels/cuda/device_runtime.h"
 
 namespace mcserve::kernels {
 namespace {
 
 constexpr size_t kAlignment = 64;
 
-absl::Status DeviceUnavailable(Device device) {
-#if defined(MCSERVE_WITH_CUDA)
-  return absl::UnimplementedError(
-      absl::StrCat("tensors on ", DeviceName(device), " are not implemented yet"));
-#else
-  return absl::UnimplementedError("built without CUDA");
-#endif
+// Device storage of `nbytes` bytes, zeroed, from the device's caching allocator.
+absl::StatusOr<std::shared_ptr<void>> AllocateDevice(Device device, int64_t nbytes) {
+  MCSERVE_ASSIGN_OR_RETURN(DeviceRuntime * runtime, RuntimeFor(device));
+  MCSERVE_ASSIGN_OR_RETURN(void* p, runtime->Allocate(std::max<int64_t>(nbytes, 1)));
+  std::shared_ptr<void> storage(p, [runtime](void* q) { runtime->Free(q); });
+  MCSERVE_RETURN_IF_ERROR(runtime->Zero(p, nbytes));
+  return storage;
 }
 
 absl::StatusOr<std::shared_ptr<void>> AllocateHost(int64_t nbytes) {
@@ -31,6 +34,28 @@ absl::StatusOr<std::shared_ptr<void>> AllocateHost(int64_t nbytes) {
   }
   std::memset(p, 0, rounded);
   return std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+}
+
+// Host bytes into t's storage (t on any device).
+absl::Status CopyIn(const Tensor& t, const void* src, size_t bytes) {
+  if (bytes == 0) return absl::OkStatus();
+  if (t.device() == Device::kCpu) {
+    std::memcpy(RawData(t), src, bytes);
+    return absl::OkStatus();
+  }
+  MCSERVE_ASSIGN_OR_RETURN(DeviceRuntime * runtime, RuntimeFor(t.device()));
+  return runtime->CopyHostToDevice(RawData(t), src, bytes);
+}
+
+// t's storage into host bytes.
+absl::Status CopyOut(const Tensor& t, void* dst, size_t bytes) {
+  if (bytes == 0) return absl::OkStatus();
+  if (t.device() == Device::kCpu) {
+    std::memcpy(dst, RawData(t), bytes);
+    return absl::OkStatus();
+  }
+  MCSERVE_ASSIGN_OR_RETURN(DeviceRuntime * runtime, RuntimeFor(t.device()));
+  return runtime->CopyDeviceToHost(dst, RawData(t), bytes);
 }
 
 }  // namespace
@@ -68,12 +93,11 @@ absl::StatusOr<Tensor> Tensor::Zeros(DType dtype, Shape shape, Device device) {
   for (int64_t d : shape) {
     if (d < 0) return absl::InvalidArgumentError(absl::StrCat("negative dimension in ", ShapeString(shape)));
   }
-  if (device != Device::kCpu) return DeviceUnavailable(device);
   Tensor t;
   t.dtype_ = dtype;
   t.device_ = device;
   t.shape_ = std::move(shape);
-  auto storage = AllocateHost(t.nbytes());
+  auto storage = device == Device::kCpu ? AllocateHost(t.nbytes()) : AllocateDevice(device, t.nbytes());
   if (!storage.ok()) return storage.status();
   t.data_ = storage->get();
   t.owner_ = std::move(*storage);
@@ -98,7 +122,7 @@ absl::StatusOr<Tensor> Tensor::FromHost(std::span<const float> values, Shape sha
   }
   auto t = Zeros(DType::kF32, std::move(shape), device);
   if (!t.ok()) return t.status();
-  if (!values.empty()) std::memcpy(t->data_, values.data(), values.size() * sizeof(float));
+  MCSERVE_RETURN_IF_ERROR(CopyIn(*t, values.data(), values.size() * sizeof(float)));
   return t;
 }
 
@@ -109,24 +133,28 @@ absl::StatusOr<Tensor> Tensor::FromHostI32(std::span<const int32_t> values, Shap
   }
   auto t = Zeros(DType::kI32, std::move(shape), device);
   if (!t.ok()) return t.status();
-  if (!values.empty()) std::memcpy(t->data_, values.data(), values.size() * sizeof(int32_t));
+  MCSERVE_RETURN_IF_ERROR(CopyIn(*t, values.data(), values.size() * sizeof(int32_t)));
   return t;
 }
 
 absl::StatusOr<std::vector<float>> Tensor::ToHostF32() const {
-  if (device_ != Device::kCpu) return DeviceUnavailable(device_);
   std::vector<float> out(numel());
+  if (dtype_ == DType::kF32) {
+    MCSERVE_RETURN_IF_ERROR(CopyOut(*this, out.data(), out.size() * sizeof(float)));
+    return out;
+  }
+  std::vector<uint16_t> raw(dtype_ == DType::kI32 ? 0 : numel());
+  if (!raw.empty()) MCSERVE_RETURN_IF_ERROR(CopyOut(*this, raw.data(), raw.size() * sizeof(uint16_t)));
   switch (dtype_) {
     case DType::kF32:
-      if (!out.empty()) std::memcpy(out.data(), data_, out.size() * sizeof(float));
       break;
     case DType::kBF16: {
-      const auto* p = static_cast<const uint16_t*>(data_);
+      const uint16_t* p = raw.data();
       for (size_t i = 0; i < out.size(); ++i) out[i] = Bf16ToF32(p[i]);
       break;
     }
     case DType::kF16: {
-      const auto* p = static_cast<const uint16_t*>(data_);
+      const uint16_t* p = raw.data();
       for (size_t i = 0; i < out.size(); ++i) out[i] = F16ToF32(p[i]);
       break;
     }
@@ -137,10 +165,9 @@ absl::StatusOr<std::vector<float>> Tensor::ToHostF32() const {
 }
 
 absl::StatusOr<std::vector<int32_t>> Tensor::ToHostI32() const {
-  if (device_ != Device::kCpu) return DeviceUnavailable(device_);
   if (dtype_ != DType::kI32) return absl::InvalidArgumentError(absl::StrCat("ToHostI32 on ", DebugString()));
   std::vector<int32_t> out(numel());
-  if (!out.empty()) std::memcpy(out.data(), data_, out.size() * sizeof(int32_t));
+  MCSERVE_RETURN_IF_ERROR(CopyOut(*this, out.data(), out.size() * sizeof(int32_t)));
   return out;
 }
 
@@ -149,18 +176,20 @@ absl::Status Tensor::CopyFromHost(std::span<const float> values) {
     return absl::InvalidArgumentError(
         absl::StrCat("CopyFromHost of ", values.size(), " floats into ", DebugString()));
   }
-  if (device_ != Device::kCpu) return DeviceUnavailable(device_);
-  if (!values.empty()) std::memcpy(data_, values.data(), values.size() * sizeof(float));
-  return absl::OkStatus();
+  return CopyIn(*this, values.data(), values.size() * sizeof(float));
 }
 
 absl::Status Tensor::CopyFrom(const Tensor& src) {
   if (src.dtype_ != dtype_ || src.numel() != numel() || src.device_ != device_ || read_only_) {
     return absl::InvalidArgumentError(absl::StrCat("CopyFrom ", src.DebugString(), " into ", DebugString()));
   }
-  if (device_ != Device::kCpu) return DeviceUnavailable(device_);
-  if (nbytes() > 0) std::memmove(data_, src.data_, nbytes());
-  return absl::OkStatus();
+  if (nbytes() == 0) return absl::OkStatus();
+  if (device_ == Device::kCpu) {
+    std::memmove(data_, src.data_, nbytes());
+    return absl::OkStatus();
+  }
+  MCSERVE_ASSIGN_OR_RETURN(DeviceRuntime * runtime, RuntimeFor(device_));
+  return runtime->CopyDeviceToDevice(data_, src.data_, nbytes());
 }
 
 Tensor Tensor::Rows(int64_t begin, int64_t end) const {
