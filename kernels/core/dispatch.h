@@ -1,5 +1,6 @@
 // DispatchOp: runs an op on the backend of ctx.device — the CPU code, the CUDA code (only in a build
-// with nvcc), or the CUDA emulator. Every op's <op>.cc calls it after validating its arguments.
+// with nvcc), or the same CUDA source compiled for the CUDA emulator (kernels/cuda/emu/). Every op's
+// <op>.cc calls it after validating its arguments.
 #pragma once
 
 #include "absl/status/status.h"
@@ -13,7 +14,8 @@ using OpFn = absl::Status (*)(const Context&, const Args&);
 
 // `cuda` is null in a build without nvcc (MCSERVE_CUDA_FN gives that).
 template <typename Args>
-absl::Status DispatchOp(const Context& ctx, const char* op, OpFn<Args> cpu, OpFn<Args> cuda, const Args& args) {
+absl::Status DispatchOp(const Context& ctx, const char* op, OpFn<Args> cpu, OpFn<Args> cuda, OpFn<Args> cuda_emu,
+                        const Args& args) {
   switch (ctx.device) {
     case Device::kCpu:
       return cpu(ctx, args);
@@ -21,7 +23,7 @@ absl::Status DispatchOp(const Context& ctx, const char* op, OpFn<Args> cpu, OpFn
       if (cuda == nullptr) return absl::UnimplementedError("built without CUDA");
       return cuda(ctx, args);
     case Device::kCudaEmu:
-      return absl::UnimplementedError(absl::StrCat(op, ": the cuda-emu backend does not run this op yet"));
+      return cuda_emu(ctx, args);
   }
   return absl::InternalError(absl::StrCat(op, ": unknown device"));
 }

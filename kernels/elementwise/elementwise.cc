@@ -70,17 +70,20 @@ absl::Status ValidateSwiGlu(const SwiGluArgs& a) {
 
 absl::Status Activation(const Context& ctx, const ActivationArgs& args) {
   if (absl::Status s = ValidateActivation(args); !s.ok()) return s;
-  return DispatchOp(ctx, "Activation", &internal::ActivationCpu, MCSERVE_CUDA_FN(internal::ActivationCuda), args);
+  return DispatchOp(ctx, "Activation", &internal::ActivationCpu, MCSERVE_CUDA_FN(internal::cuda::ActivationCuda),
+                    &internal::cuda_emu::ActivationCuda, args);
 }
 
 absl::Status Add(const Context& ctx, const AddArgs& args) {
   if (absl::Status s = ValidateAdd(args); !s.ok()) return s;
-  return DispatchOp(ctx, "Add", &internal::AddCpu, MCSERVE_CUDA_FN(internal::AddCuda), args);
+  return DispatchOp(ctx, "Add", &internal::AddCpu, MCSERVE_CUDA_FN(internal::cuda::AddCuda),
+                    &internal::cuda_emu::AddCuda, args);
 }
 
 absl::Status SwiGlu(const Context& ctx, const SwiGluArgs& args) {
   if (absl::Status s = ValidateSwiGlu(args); !s.ok()) return s;
-  return DispatchOp(ctx, "SwiGlu", &internal::SwiGluCpu, MCSERVE_CUDA_FN(internal::SwiGluCuda), args);
+  return DispatchOp(ctx, "SwiGlu", &internal::SwiGluCpu, MCSERVE_CUDA_FN(internal::cuda::SwiGluCuda),
+                    &internal::cuda_emu::SwiGluCuda, args);
 }
 
 }  // namespace mcserve::kernels

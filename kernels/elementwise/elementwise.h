@@ -40,11 +40,26 @@ absl::Status SwiGlu(const Context& ctx, const SwiGluArgs& args);
 
 namespace internal {
 absl::Status ActivationCpu(const Context& ctx, const ActivationArgs& args);
+namespace cuda {  // elementwise_cuda.cu compiled by nvcc
 absl::Status ActivationCuda(const Context& ctx, const ActivationArgs& args);
+}  // namespace cuda
+namespace cuda_emu {  // the same source on the CUDA emulator
+absl::Status ActivationCuda(const Context& ctx, const ActivationArgs& args);
+}  // namespace cuda_emu
 absl::Status AddCpu(const Context& ctx, const AddArgs& args);
+namespace cuda {  // elementwise_cuda.cu compiled by nvcc
 absl::Status AddCuda(const Context& ctx, const AddArgs& args);
+}  // namespace cuda
+namespace cuda_emu {  // the same source on the CUDA emulator
+absl::Status AddCuda(const Context& ctx, const AddArgs& args);
+}  // namespace cuda_emu
 absl::Status SwiGluCpu(const Context& ctx, const SwiGluArgs& args);
+namespace cuda {  // elementwise_cuda.cu compiled by nvcc
 absl::Status SwiGluCuda(const Context& ctx, const SwiGluArgs& args);
+}  // namespace cuda
+namespace cuda_emu {  // the same source on the CUDA emulator
+absl::Status SwiGluCuda(const Context& ctx, const SwiGluArgs& args);
+}  // namespace cuda_emu
 }  // namespace internal
 
 }  // namespace mcserve::kernels

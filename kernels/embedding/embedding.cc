@@ -40,7 +40,8 @@ absl::Status Validate(const EmbeddingArgs& a) {
 
 absl::Status Embedding(const Context& ctx, const EmbeddingArgs& args) {
   if (absl::Status s = Validate(args); !s.ok()) return s;
-  return DispatchOp(ctx, "Embedding", &internal::EmbeddingCpu, MCSERVE_CUDA_FN(internal::EmbeddingCuda), args);
+  return DispatchOp(ctx, "Embedding", &internal::EmbeddingCpu, MCSERVE_CUDA_FN(internal::cuda::EmbeddingCuda),
+                    &internal::cuda_emu::EmbeddingCuda, args);
 }
 
 }  // namespace mcserve::kernels

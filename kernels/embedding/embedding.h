@@ -17,7 +17,12 @@ absl::Status Embedding(const Context& ctx, const EmbeddingArgs& args);
 
 namespace internal {
 absl::Status EmbeddingCpu(const Context& ctx, const EmbeddingArgs& args);
+namespace cuda {  // embedding_cuda.cu compiled by nvcc
 absl::Status EmbeddingCuda(const Context& ctx, const EmbeddingArgs& args);
+}  // namespace cuda
+namespace cuda_emu {  // the same source on the CUDA emulator
+absl::Status EmbeddingCuda(const Context& ctx, const EmbeddingArgs& args);
+}  // namespace cuda_emu
 }  // namespace internal
 
 }  // namespace mcserve::kernels

@@ -85,7 +85,8 @@ int64_t FeatureMapOutDim(FeatureMapKind kind, int64_t d) {
 
 absl::Status FeatureMap(const Context& ctx, const FeatureMapArgs& args) {
   MCSERVE_RETURN_IF_ERROR(Validate(ctx, args));
-  return DispatchOp(ctx, "FeatureMap", &internal::FeatureMapCpu, MCSERVE_CUDA_FN(internal::FeatureMapCuda), args);
+  return DispatchOp(ctx, "FeatureMap", &internal::FeatureMapCpu, MCSERVE_CUDA_FN(internal::cuda::FeatureMapCuda),
+                    &internal::cuda_emu::FeatureMapCuda, args);
 }
 
 }  // namespace mcserve::kernels

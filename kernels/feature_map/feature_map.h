@@ -36,7 +36,12 @@ absl::Status FeatureMap(const Context& ctx, const FeatureMapArgs& args);
 
 namespace internal {
 absl::Status FeatureMapCpu(const Context& ctx, const FeatureMapArgs& args);
+namespace cuda {  // feature_map_cuda.cu compiled by nvcc
 absl::Status FeatureMapCuda(const Context& ctx, const FeatureMapArgs& args);
+}  // namespace cuda
+namespace cuda_emu {  // the same source on the CUDA emulator
+absl::Status FeatureMapCuda(const Context& ctx, const FeatureMapArgs& args);
+}  // namespace cuda_emu
 }  // namespace internal
 
 }  // namespace mcserve::kernels

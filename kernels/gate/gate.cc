@@ -53,7 +53,8 @@ absl::Status Validate(const GateArgs& a) {
 
 absl::Status Gate(const Context& ctx, const GateArgs& args) {
   if (absl::Status s = Validate(args); !s.ok()) return s;
-  return DispatchOp(ctx, "Gate", &internal::GateCpu, MCSERVE_CUDA_FN(internal::GateCuda), args);
+  return DispatchOp(ctx, "Gate", &internal::GateCpu, MCSERVE_CUDA_FN(internal::cuda::GateCuda),
+                    &internal::cuda_emu::GateCuda, args);
 }
 
 }  // namespace mcserve::kernels

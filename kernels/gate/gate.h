@@ -30,7 +30,12 @@ absl::Status Gate(const Context& ctx, const GateArgs& args);
 
 namespace internal {
 absl::Status GateCpu(const Context& ctx, const GateArgs& args);
+namespace cuda {  // gate_cuda.cu compiled by nvcc
 absl::Status GateCuda(const Context& ctx, const GateArgs& args);
+}  // namespace cuda
+namespace cuda_emu {  // the same source on the CUDA emulator
+absl::Status GateCuda(const Context& ctx, const GateArgs& args);
+}  // namespace cuda_emu
 }  // namespace internal
 
 }  // namespace mcserve::kernels

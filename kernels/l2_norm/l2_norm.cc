@@ -31,7 +31,8 @@ absl::Status Validate(const L2NormArgs& a) {
 
 absl::Status L2Norm(const Context& ctx, const L2NormArgs& args) {
   if (absl::Status s = Validate(args); !s.ok()) return s;
-  return DispatchOp(ctx, "L2Norm", &internal::L2NormCpu, MCSERVE_CUDA_FN(internal::L2NormCuda), args);
+  return DispatchOp(ctx, "L2Norm", &internal::L2NormCpu, MCSERVE_CUDA_FN(internal::cuda::L2NormCuda),
+                    &internal::cuda_emu::L2NormCuda, args);
 }
 
 }  // namespace mcserve::kernels

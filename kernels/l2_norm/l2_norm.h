@@ -22,7 +22,12 @@ absl::Status L2Norm(const Context& ctx, const L2NormArgs& args);
 
 namespace internal {
 absl::Status L2NormCpu(const Context& ctx, const L2NormArgs& args);
+namespace cuda {  // l2_norm_cuda.cu compiled by nvcc
 absl::Status L2NormCuda(const Context& ctx, const L2NormArgs& args);
+}  // namespace cuda
+namespace cuda_emu {  // the same source on the CUDA emulator
+absl::Status L2NormCuda(const Context& ctx, const L2NormArgs& args);
+}  // namespace cuda_emu
 }  // namespace internal
 
 }  // namespace mcserve::kernels

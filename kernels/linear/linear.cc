@@ -29,7 +29,8 @@ absl::Status Validate(const LinearArgs& a) {
 
 absl::Status Linear(const Context& ctx, const LinearArgs& args) {
   if (absl::Status s = Validate(args); !s.ok()) return s;
-  return DispatchOp(ctx, "Linear", &internal::LinearCpu, MCSERVE_CUDA_FN(internal::LinearCuda), args);
+  return DispatchOp(ctx, "Linear", &internal::LinearCpu, MCSERVE_CUDA_FN(internal::cuda::LinearCuda),
+                    &internal::cuda_emu::LinearCuda, args);
 }
 
 }  // namespace mcserve::kernels

@@ -19,7 +19,12 @@ absl::Status Linear(const Context& ctx, const LinearArgs& args);
 
 namespace internal {
 absl::Status LinearCpu(const Context& ctx, const LinearArgs& args);
+namespace cuda {  // linear_cuda.cu compiled by nvcc
 absl::Status LinearCuda(const Context& ctx, const LinearArgs& args);
+}  // namespace cuda
+namespace cuda_emu {  // the same source on the CUDA emulator
+absl::Status LinearCuda(const Context& ctx, const LinearArgs& args);
+}  // namespace cuda_emu
 }  // namespace internal
 
 }  // namespace mcserve::kernels

@@ -98,7 +98,8 @@ absl::Status Validate(const Context& ctx, const LinearMemoryArgs& a) {
 
 absl::Status LinearMemory(const Context& ctx, const LinearMemoryArgs& args) {
   MCSERVE_RETURN_IF_ERROR(Validate(ctx, args));
-  return DispatchOp(ctx, "LinearMemory", &internal::LinearMemoryCpu, MCSERVE_CUDA_FN(internal::LinearMemoryCuda), args);
+  return DispatchOp(ctx, "LinearMemory", &internal::LinearMemoryCpu, MCSERVE_CUDA_FN(internal::cuda::LinearMemoryCuda),
+                    &internal::cuda_emu::LinearMemoryCuda, args);
 }
 
 }  // namespace mcserve::kernels

@@ -47,7 +47,12 @@ absl::Status LinearMemory(const Context& ctx, const LinearMemoryArgs& args);
 
 namespace internal {
 absl::Status LinearMemoryCpu(const Context& ctx, const LinearMemoryArgs& args);
+namespace cuda {  // linear_memory_cuda.cu compiled by nvcc
 absl::Status LinearMemoryCuda(const Context& ctx, const LinearMemoryArgs& args);
+}  // namespace cuda
+namespace cuda_emu {  // the same source on the CUDA emulator
+absl::Status LinearMemoryCuda(const Context& ctx, const LinearMemoryArgs& args);
+}  // namespace cuda_emu
 }  // namespace internal
 
 }  // namespace mcserve::kernels

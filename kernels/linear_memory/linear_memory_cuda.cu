@@ -1,9 +1,10 @@
 // CUDA LinearMemory: the kernels land with the CUDA backend issue; until then this compiles the
 // per-step math for the device (the probe kernel) and reports the op as unimplemented.
+#include "kernels/cuda/cuda_compat.h"
 #include "kernels/linear_memory/linear_memory.h"
 #include "kernels/linear_memory/linear_memory_math.h"
 
-namespace mcserve::kernels::internal {
+namespace mcserve::kernels::internal::MCSERVE_CUDA_NS {
 
 // Not launched: makes nvcc compile linear_memory_math.h as device code.
 __global__ void LinearMemoryMathProbe(float* S, float* aux, const float* q, const float* k, const float* v,
@@ -20,4 +21,4 @@ absl::Status LinearMemoryCuda(const Context& ctx, const LinearMemoryArgs& args) 
   return absl::UnimplementedError("LinearMemory: CUDA kernel not implemented yet");
 }
 
-}  // namespace mcserve::kernels::internal
+}  // namespace mcserve::kernels::internal::MCSERVE_CUDA_NS

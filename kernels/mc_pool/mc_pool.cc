@@ -77,12 +77,14 @@ absl::Status ValidateLevels(const McLevelPoolArgs& a) {
 
 absl::Status McLevelPool(const Context& ctx, const McLevelPoolArgs& args) {
   MCSERVE_RETURN_IF_ERROR(ValidateLevels(args));
-  return DispatchOp(ctx, "McLevelPool", &internal::McLevelPoolCpu, MCSERVE_CUDA_FN(internal::McLevelPoolCuda), args);
+  return DispatchOp(ctx, "McLevelPool", &internal::McLevelPoolCpu, MCSERVE_CUDA_FN(internal::cuda::McLevelPoolCuda),
+                    &internal::cuda_emu::McLevelPoolCuda, args);
 }
 
 absl::Status McSegmentPool(const Context& ctx, const McSegmentPoolArgs& args) {
   MCSERVE_RETURN_IF_ERROR(Validate(args));
-  return DispatchOp(ctx, "McSegmentPool", &internal::McSegmentPoolCpu, MCSERVE_CUDA_FN(internal::McSegmentPoolCuda), args);
+  return DispatchOp(ctx, "McSegmentPool", &internal::McSegmentPoolCpu, MCSERVE_CUDA_FN(internal::cuda::McSegmentPoolCuda),
+                    &internal::cuda_emu::McSegmentPoolCuda, args);
 }
 
 }  // namespace mcserve::kernels

@@ -39,9 +39,19 @@ absl::Status McLevelPool(const Context& ctx, const McLevelPoolArgs& args);
 
 namespace internal {
 absl::Status McSegmentPoolCpu(const Context& ctx, const McSegmentPoolArgs& args);
+namespace cuda {  // mc_pool_cuda.cu compiled by nvcc
 absl::Status McSegmentPoolCuda(const Context& ctx, const McSegmentPoolArgs& args);
+}  // namespace cuda
+namespace cuda_emu {  // the same source on the CUDA emulator
+absl::Status McSegmentPoolCuda(const Context& ctx, const McSegmentPoolArgs& args);
+}  // namespace cuda_emu
 absl::Status McLevelPoolCpu(const Context& ctx, const McLevelPoolArgs& args);
+namespace cuda {  // mc_pool_cuda.cu compiled by nvcc
 absl::Status McLevelPoolCuda(const Context& ctx, const McLevelPoolArgs& args);
+}  // namespace cuda
+namespace cuda_emu {  // the same source on the CUDA emulator
+absl::Status McLevelPoolCuda(const Context& ctx, const McLevelPoolArgs& args);
+}  // namespace cuda_emu
 }  // namespace internal
 
 }  // namespace mcserve::kernels

@@ -141,7 +141,8 @@ absl::Status Validate(const Context& ctx, const McReadoutArgs& a) {
 
 absl::Status McReadout(const Context& ctx, const McReadoutArgs& args) {
   MCSERVE_RETURN_IF_ERROR(Validate(ctx, args));
-  return DispatchOp(ctx, "McReadout", &internal::McReadoutCpu, MCSERVE_CUDA_FN(internal::McReadoutCuda), args);
+  return DispatchOp(ctx, "McReadout", &internal::McReadoutCpu, MCSERVE_CUDA_FN(internal::cuda::McReadoutCuda),
+                    &internal::cuda_emu::McReadoutCuda, args);
 }
 
 }  // namespace mcserve::kernels

@@ -44,7 +44,12 @@ absl::Status McReadout(const Context& ctx, const McReadoutArgs& args);
 
 namespace internal {
 absl::Status McReadoutCpu(const Context& ctx, const McReadoutArgs& args);
+namespace cuda {  // mc_readout_cuda.cu compiled by nvcc
 absl::Status McReadoutCuda(const Context& ctx, const McReadoutArgs& args);
+}  // namespace cuda
+namespace cuda_emu {  // the same source on the CUDA emulator
+absl::Status McReadoutCuda(const Context& ctx, const McReadoutArgs& args);
+}  // namespace cuda_emu
 }  // namespace internal
 
 }  // namespace mcserve::kernels

@@ -1,9 +1,10 @@
 // CUDA McReadout: the kernels land with the CUDA backend issue; until then this compiles the
 // per-token math for the device (the probe kernel) and reports the op as unimplemented.
+#include "kernels/cuda/cuda_compat.h"
 #include "kernels/mc_readout/mc_readout.h"
 #include "kernels/mc_readout/mc_readout_math.h"
 
-namespace mcserve::kernels::internal {
+namespace mcserve::kernels::internal::MCSERVE_CUDA_NS {
 
 // Not launched: makes nvcc compile mc_readout_math.h as device code. One (token, head): scores of
 // n pages, top-k gate, online and page read-outs.
@@ -21,4 +22,4 @@ absl::Status McReadoutCuda(const Context& ctx, const McReadoutArgs& args) {
   return absl::UnimplementedError("McReadout: CUDA kernel not implemented yet");
 }
 
-}  // namespace mcserve::kernels::internal
+}  // namespace mcserve::kernels::internal::MCSERVE_CUDA_NS

@@ -40,7 +40,8 @@ absl::Status Validate(const RmsNormArgs& a) {
 
 absl::Status RmsNorm(const Context& ctx, const RmsNormArgs& args) {
   if (absl::Status s = Validate(args); !s.ok()) return s;
-  return DispatchOp(ctx, "RmsNorm", &internal::RmsNormCpu, MCSERVE_CUDA_FN(internal::RmsNormCuda), args);
+  return DispatchOp(ctx, "RmsNorm", &internal::RmsNormCpu, MCSERVE_CUDA_FN(internal::cuda::RmsNormCuda),
+                    &internal::cuda_emu::RmsNormCuda, args);
 }
 
 }  // namespace mcserve::kernels

@@ -21,7 +21,12 @@ absl::Status RmsNorm(const Context& ctx, const RmsNormArgs& args);
 
 namespace internal {
 absl::Status RmsNormCpu(const Context& ctx, const RmsNormArgs& args);
+namespace cuda {  // rms_norm_cuda.cu compiled by nvcc
 absl::Status RmsNormCuda(const Context& ctx, const RmsNormArgs& args);
+}  // namespace cuda
+namespace cuda_emu {  // the same source on the CUDA emulator
+absl::Status RmsNormCuda(const Context& ctx, const RmsNormArgs& args);
+}  // namespace cuda_emu
 }  // namespace internal
 
 }  // namespace mcserve::kernels

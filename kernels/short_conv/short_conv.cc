@@ -63,7 +63,8 @@ absl::Status Validate(const Context& ctx, const ShortConvArgs& a) {
 
 absl::Status ShortConv(const Context& ctx, const ShortConvArgs& args) {
   MCSERVE_RETURN_IF_ERROR(Validate(ctx, args));
-  return DispatchOp(ctx, "ShortConv", &internal::ShortConvCpu, MCSERVE_CUDA_FN(internal::ShortConvCuda), args);
+  return DispatchOp(ctx, "ShortConv", &internal::ShortConvCpu, MCSERVE_CUDA_FN(internal::cuda::ShortConvCuda),
+                    &internal::cuda_emu::ShortConvCuda, args);
 }
 
 }  // namespace mcserve::kernels

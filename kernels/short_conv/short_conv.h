@@ -24,7 +24,12 @@ absl::Status ShortConv(const Context& ctx, const ShortConvArgs& args);
 
 namespace internal {
 absl::Status ShortConvCpu(const Context& ctx, const ShortConvArgs& args);
+namespace cuda {  // short_conv_cuda.cu compiled by nvcc
 absl::Status ShortConvCuda(const Context& ctx, const ShortConvArgs& args);
+}  // namespace cuda
+namespace cuda_emu {  // the same source on the CUDA emulator
+absl::Status ShortConvCuda(const Context& ctx, const ShortConvArgs& args);
+}  // namespace cuda_emu
 }  // namespace internal
 
 }  // namespace mcserve::kernels

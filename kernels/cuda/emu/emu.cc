@@ -36,10 +36,11 @@ std::string ThreadName(const BlockRun& run, int t) {
                          g_block_idx.z, i.x, i.y, i.z);
 }
 
-void FailRunning(absl::Status status) {
+void SetRunError(absl::Status status) {
   if (g_run->error.ok()) g_run->error = std::move(status);
-  Pool().Abandon();
 }
+
+void AbandonRunning() { Pool().Abandon(); }
 
 }  // namespace internal
 
@@ -53,7 +54,7 @@ using internal::ThreadState;
 
 // Passes in a row in which every resumed thread only failed an atomicCAS: a spin-wait nothing in
 // this block can satisfy (e.g. on another block, which runs later or has run already).
-constexpr int kMaxSpinPasses = 100000;
+constexpr int kMaxSpinPasses = 20000;
 
 std::mutex& LaunchMutex() {
   static std::mutex* mu = new std::mutex();
@@ -71,18 +72,23 @@ std::atomic<int> g_schedule{-1};  // -1: not read from the environment yet
 std::string Dim(dim3 d) { return absl::StrFormat("(%u,%u,%u)", d.x, d.y, d.z); }
 
 void ThreadMain(int index) {
-  std::string exception;
-  try {
-    g_body(g_body_ctx);
-  } catch (const std::exception& e) {
-    exception = e.what();
-  } catch (...) {
-    exception = "unknown exception";
+  bool failed = false;
+  {
+    std::string exception;
+    try {
+      g_body(g_body_ctx);
+    } catch (const std::exception& e) {
+      exception = e.what();
+    } catch (...) {
+      exception = "unknown exception";
+    }
+    if (!exception.empty()) {
+      failed = true;
+      internal::SetRunError(absl::InternalError(absl::StrCat(
+          "CUDA emulator: ", internal::ThreadName(*g_run, index), " threw: ", exception)));
+    }
   }
-  if (!exception.empty()) {
-    internal::FailRunning(absl::InternalError(absl::StrCat(
-        "CUDA emulator: ", internal::ThreadName(*g_run, index), " threw: ", exception)));
-  }
+  if (failed) internal::AbandonRunning();
   g_run->threads[index].state = ThreadState::kDone;
 }
 
@@ -91,9 +97,10 @@ int SyncThreadsImpl(BarrierKind kind, int predicate) {
   BlockRun& run = *g_run;
   EmuThread& t = run.threads[g_current];
   if (run.at_barrier > 0 && run.barrier_kind != kind) {
-    internal::FailRunning(absl::InternalError(
+    internal::SetRunError(absl::InternalError(
         absl::StrCat("CUDA emulator: ", internal::ThreadName(run, g_current),
                      " reached a different kind of __syncthreads than the threads already waiting")));
+    internal::AbandonRunning();
   }
   run.barrier_kind = kind;
   t.predicate = predicate != 0;
@@ -294,8 +301,9 @@ int __syncthreads_or(int predicate) { return SyncThreadsImpl(BarrierKind::kOr, p
 
 void __trap() {
   if (g_run == nullptr) std::abort();  // outside a kernel
-  internal::FailRunning(absl::InternalError(absl::StrCat(
+  internal::SetRunError(absl::InternalError(absl::StrCat(
       "CUDA emulator: __trap() in ", internal::ThreadName(*g_run, g_current))));
+  internal::AbandonRunning();
 }
 
 bool ParseSchedule(const char* text, Schedule* schedule) {

@@ -52,8 +52,11 @@ extern int g_current;    // linear id of the running thread, -1 on the scheduler
 FiberPool& Pool();
 // "block (x,y,z) thread (x,y,z)" of linear thread t of the running block.
 std::string ThreadName(const BlockRun& run, int t);
-// Records `status` as the block's error (first one wins) and abandons the running fiber.
-[[noreturn]] void FailRunning(absl::Status status);
+// Fiber side, on a kernel error: SetRunError records the block's error (first one wins), then
+// AbandonRunning leaves the fiber for good. Two statements, so that no temporary (a message
+// string) is left undestroyed in the abandoned frame.
+void SetRunError(absl::Status status);
+[[noreturn]] void AbandonRunning();
 // Scheduler side, after a lane of `warp` arrived at a collective or exited: completes every group
 // whose lanes have all arrived (makes them runnable with their results).
 void CompleteWarpGroups(BlockRun& run, int warp);

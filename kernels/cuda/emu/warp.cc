@@ -168,14 +168,16 @@ uint64_t WarpCollective(WarpOp op, unsigned mask, uint64_t value, int arg, int w
   BlockRun& run = *g_run;
   const int lane = g_current % kWarp;
   if (!((mask >> lane) & 1u)) {
-    FailRunning(absl::InternalError(
+    SetRunError(absl::InternalError(
         absl::StrFormat("CUDA emulator: %s calls %s with mask 0x%08x, which does not name its "
                         "own lane %d", ThreadName(run, g_current), WarpOpName(op), mask, lane)));
+    AbandonRunning();
   }
   if (width < 1 || width > kWarp || (width & (width - 1)) != 0) {
-    FailRunning(absl::InternalError(absl::StrFormat(
+    SetRunError(absl::InternalError(absl::StrFormat(
         "CUDA emulator: %s calls %s with width %d (must be a power of two <= 32)",
         ThreadName(run, g_current), WarpOpName(op), width)));
+    AbandonRunning();
   }
   EmuThread& me = run.threads[g_current];
   me.warp = WarpRequest{op, mask, value, arg, width, 0};
