@@ -15,6 +15,7 @@
 #include "engine/model/tokenizer.h"
 #include "engine/runner/generate.h"
 #include "engine/runner/model.h"
+#include "kernels/cuda/device_runtime.h"
 
 ABSL_FLAG(std::string, model, "", "Model directory (config.json, model.safetensors, tokenizer.model); "
                                   "default: the bundled model");
@@ -25,6 +26,9 @@ ABSL_FLAG(double, top_p, 1.0, "Nucleus sampling: keep the smallest set of tokens
 ABSL_FLAG(int, top_k, 0, "Keep only the k most likely tokens; 0 = all");
 ABSL_FLAG(int64_t, seed, -1, "Random seed for reproducible sampling; -1 = random");
 ABSL_FLAG(int, threads, 0, "CPU threads; 0 = all cores");
+ABSL_FLAG(std::string, device, "",
+          "cpu, cuda, or cuda-emu (the CUDA kernels run by the CPU emulator, for tests); default: cuda when a "
+          "GPU is present, else cpu");
 ABSL_FLAG(int, prefill_chunk, 256, "Prompt tokens per prefill step");
 // Memory Caching (docs/memory-caching.md); each overrides the model's config.json `memory_caching`.
 ABSL_FLAG(std::string, mc_aggregation, "", "Memory Caching aggregation: residual, grm, soup, ssc, mean, or none (off)");
@@ -61,10 +65,24 @@ std::map<std::string, std::string> McOverrides() {
   return overrides;
 }
 
+// --device, resolved: the default is cuda when a GPU is usable, else cpu.
+absl::StatusOr<mcserve::kernels::Device> ChosenDevice() {
+  using mcserve::kernels::Device;
+  const std::string name = absl::GetFlag(FLAGS_device);
+  if (name.empty()) return mcserve::kernels::RuntimeFor(Device::kCuda).ok() ? Device::kCuda : Device::kCpu;
+  if (name == "cpu") return Device::kCpu;
+  if (name == "cuda") return Device::kCuda;
+  if (name == "cuda-emu") return Device::kCudaEmu;
+  return absl::InvalidArgumentError("--device: \"" + name + "\" is not one of cpu, cuda, cuda-emu");
+}
+
 int Run() {
   std::string dir = absl::GetFlag(FLAGS_model);
   if (dir.empty()) dir = MCSERVE_DEFAULT_MODEL;
-  auto model = Model::Load(dir, {.num_threads = absl::GetFlag(FLAGS_threads), .mc_overrides = McOverrides()});
+  auto device = ChosenDevice();
+  if (!device.ok()) return Fail(device.status());
+  auto model = Model::Load(dir, {.device = *device, .num_threads = absl::GetFlag(FLAGS_threads),
+                                 .mc_overrides = McOverrides()});
   if (!model.ok()) return Fail(model.status());
   const auto& tokenizer = (*model)->tokenizer();
   auto prompt = tokenizer.Encode(absl::GetFlag(FLAGS_prompt), /*add_bos=*/true);
