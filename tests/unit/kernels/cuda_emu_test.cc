@@ -346,6 +346,21 @@ TEST(CudaEmuTest, InvalidLaunchConfigurationsAreRejected) {
   EXPECT_EQ(std::count(out.begin(), out.end(), 1), 1024);
 }
 
+// Under -DMCSERVE_SANITIZE=ON an out-of-bounds access inside a kernel (running on a fiber stack)
+// is reported by AddressSanitizer, the analogue of compute-sanitizer's memcheck.
+TEST(CudaEmuDeathTest, AddressSanitizerCatchesASharedMemoryOverrun) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        MCSERVE_LAUNCH(t::SharedOverrunKernel, 1, 32, 32 * sizeof(float), nullptr)();
+      },
+      "heap-buffer-overflow");
+#else
+  GTEST_SKIP() << "needs an AddressSanitizer build (-DMCSERVE_SANITIZE=ON)";
+#endif
+}
+
 TEST(CudaEmuTest, ScheduleParsingAndScoping) {
   Schedule s = Schedule::kForward;
   EXPECT_TRUE(emu::ParseSchedule("reverse", &s));

@@ -191,6 +191,12 @@ __global__ void CrossBlockSpinKernel(int* flag) {
   }
 }
 
+// Bug: writes one float past the end of its dynamic shared memory (blockDim.x floats).
+__global__ void SharedOverrunKernel() {
+  MCSERVE_DYNAMIC_SHARED(float, buf);
+  buf[threadIdx.x + 1] = 1.0f;
+}
+
 // Sets out[g] = 1 for every thread of the grid (to see whether a rejected launch ran).
 __global__ void MarkKernel(int* out) {
   const unsigned per_block = blockDim.x * blockDim.y * blockDim.z;
