@@ -3,6 +3,8 @@
 // <op>.cc calls it after validating its arguments.
 #pragma once
 
+#include <type_traits>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "kernels/core/context.h"
@@ -14,7 +16,8 @@ using OpFn = absl::Status (*)(const Context&, const Args&);
 
 // `cuda` is null in a build without nvcc (MCSERVE_CUDA_FN gives that).
 template <typename Args>
-absl::Status DispatchOp(const Context& ctx, const char* op, OpFn<Args> cpu, OpFn<Args> cuda, OpFn<Args> cuda_emu,
+absl::Status DispatchOp(const Context& ctx, const char* op, std::type_identity_t<OpFn<Args>> cpu,
+                        std::type_identity_t<OpFn<Args>> cuda, std::type_identity_t<OpFn<Args>> cuda_emu,
                         const Args& args) {
   switch (ctx.device) {
     case Device::kCpu:
