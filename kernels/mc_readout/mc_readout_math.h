@@ -95,6 +95,15 @@ MCSERVE_HD void ScaleOnline(const float* o, float g, int V, float* y) {
   for (int j = 0; j < V; ++j) y[j] = g * o[j];
 }
 
+// Column j of Sᵀq: Σ_k q[k]·S[k, j] for a head memory S [K, V] and query q [K], k ascending (the CUDA
+// kernel's per-thread read-out of one page).
+MCSERVE_HD float ReadOutColumn(const float* MCSERVE_MC_RESTRICT S, const float* MCSERVE_MC_RESTRICT q, int K, int V,
+                               int j) {
+  float acc = 0.0f;
+  for (int k = 0; k < K; ++k) acc += q[k] * S[static_cast<int64_t>(k) * V + j];
+  return acc;
+}
+
 // y [V] += Sᵀ(g·q) for one page's head memory S [K, V] and query q [K].
 MCSERVE_HD void AccumulateReadOut(const float* MCSERVE_MC_RESTRICT S, const float* MCSERVE_MC_RESTRICT q, float g,
                                   int K, int V, float* MCSERVE_MC_RESTRICT y) {
