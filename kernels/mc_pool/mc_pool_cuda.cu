@@ -34,7 +34,8 @@ __global__ void SegmentPoolKernel(PoolGeometry g, const float* __restrict__ k, c
   for (int64_t d = threadIdx.x; d < g.dim; d += blockDim.x) {
     for (int64_t r = r0 < 0 ? 0 : r0; r < r1 && r < g.t; ++r) {
       const int64_t j = (first[b] - 1 + (r - r0)) % segment_size + 1;
-      math::PoolRow(s + d, k + (r * g.hk + h / ratio) * g.dim + d, 1, j, j == 1, mean, out + (r * g.hs + h) * g.dim + d);
+      math::PoolRow(s + d, k + (r * g.hk + h / ratio) * g.dim + d, 1, j, j == 1, mean,
+                    out + (r * g.hs + h) * g.dim + d);
     }
   }
 }
