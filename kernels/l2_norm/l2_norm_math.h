@@ -21,10 +21,17 @@ MCSERVE_HD float RowSum(const float* x, int64_t n) {
   return ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
 }
 
+// The row factor from the row's sum: scale / sqrt(sum + eps) (kL2, sum = Σx²) or
+// scale / (sum + eps) (kSum, sum = Σx). The CUDA kernel reduces the sum across a block, then calls this.
+MCSERVE_HD float FactorFromSum(RowNormKind kind, float sum, float eps, float scale) {
+  if (kind == RowNormKind::kL2) return scale / sqrtf(sum + eps);
+  return scale / (sum + eps);
+}
+
 // The factor a row is multiplied by: scale / sqrt(Σx² + eps) (kL2) or scale / (Σx + eps) (kSum).
 MCSERVE_HD float RowFactor(RowNormKind kind, const float* x, int64_t n, float eps, float scale) {
-  if (kind == RowNormKind::kL2) return scale / sqrtf(RowSum<true>(x, n) + eps);
-  return scale / (RowSum<false>(x, n) + eps);
+  const float sum = kind == RowNormKind::kL2 ? RowSum<true>(x, n) : RowSum<false>(x, n);
+  return FactorFromSum(kind, sum, eps, scale);
 }
 
 // out[i] = x[i] · factor; x, out: [n] (may alias).
