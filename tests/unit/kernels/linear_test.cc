@@ -150,13 +150,13 @@ TEST(LinearTest, RejectsBadArguments) {
   EXPECT_NE(Linear(ctx, {&x, &w_bad_k, &out}).message().find("Linear"), std::string::npos);
 }
 
-TEST(LinearTest, CudaDeviceIsUnimplementedHere) {
+TEST(LinearTest, CudaDeviceFailsWithoutAGpu) {
   auto x = *Tensor::Zeros(DType::kF32, {2, 4}, Device::kCpu);
   auto w = *Tensor::Zeros(DType::kF32, {3, 4}, Device::kCpu);
   auto out = *Tensor::Zeros(DType::kF32, {2, 3}, Device::kCpu);
   Context ctx;
   ctx.device = Device::kCuda;
-  EXPECT_EQ(Linear(ctx, {&x, &w, &out}).code(), absl::StatusCode::kUnimplemented);
+  EXPECT_FALSE(Linear(ctx, {&x, &w, &out}).ok());  // no GPU here: never succeeds
 }
 
 }  // namespace
