@@ -39,18 +39,35 @@ MCSERVE_HD void FeatureMapAffineT(const float* wt, const float* b, const float* 
   }
 }
 
+// Hedgehog's shift candidate for one y: |2y| (the row max of these, floored at 0, is the shift m).
+MCSERVE_HD float HedgehogAbsLogit(float y) { return fabsf(2.0f * y); }
+
+// Hedgehog's unnormalised terms for one y and row shift m: exp(2y − m) and exp(−2y − m).
+MCSERVE_HD float HedgehogPos(float y, float m) { return expf(2.0f * y - m); }
+MCSERVE_HD float HedgehogNeg(float y, float m) { return expf(-2.0f * y - m); }
+
 // Hedgehog given y = W x + b [d]: out [2d] = softmax([2y, −2y]).
 MCSERVE_HD void HedgehogFromAffine(const float* y, int d, float* out) {
   float m = 0.0f;
-  for (int i = 0; i < d; ++i) m = fmaxf(m, fabsf(2.0f * y[i]));
+  for (int i = 0; i < d; ++i) m = fmaxf(m, HedgehogAbsLogit(y[i]));
   float sum = 0.0f;
   for (int i = 0; i < d; ++i) {
-    out[i] = expf(2.0f * y[i] - m);
-    out[d + i] = expf(-2.0f * y[i] - m);
+    out[i] = HedgehogPos(y[i], m);
+    out[d + i] = HedgehogNeg(y[i], m);
     sum += out[i] + out[d + i];
   }
   const float inv = 1.0f / sum;
   for (int i = 0; i < 2 * d; ++i) out[i] *= inv;
+}
+
+// One DPFP output, out[(j−1)·2d + i] for j in 1..ν, i < 2d (see DpfpRow).
+MCSERVE_HD float DpfpElement(const float* x, int d, int j, int i) {
+  const int n = 2 * d;
+  int r = (i - j) % n;
+  if (r < 0) r += n;
+  const float pi = i < d ? FeatureMapRelu(x[i]) : FeatureMapRelu(-x[i - d]);
+  const float pr = r < d ? FeatureMapRelu(x[r]) : FeatureMapRelu(-x[r - d]);
+  return pi * pr;
 }
 
 // DPFP: with p = [relu(x), relu(−x)] (2d), out [2·ν·d] is, for j = 1..ν and i < 2d,
@@ -59,13 +76,7 @@ MCSERVE_HD void DpfpRow(const float* x, int d, float* out) {
   const int n = 2 * d;
   for (int j = 1; j <= kDpfpNu; ++j) {
     float* o = out + static_cast<int64_t>(j - 1) * n;
-    for (int i = 0; i < n; ++i) {
-      int r = (i - j) % n;
-      if (r < 0) r += n;
-      const float pi = i < d ? FeatureMapRelu(x[i]) : FeatureMapRelu(-x[i - d]);
-      const float pr = r < d ? FeatureMapRelu(x[r]) : FeatureMapRelu(-x[r - d]);
-      o[i] = pi * pr;
-    }
+    for (int i = 0; i < n; ++i) o[i] = DpfpElement(x, d, j, i);
   }
 }
 
