@@ -63,6 +63,20 @@ def test_greedy_output_is_the_reference_continuation():
     assert r.stdout.decode("utf-8").rstrip("\n") == sp.decode(golden["greedy_ids"])
 
 
+def test_cuda_emu_device_generates_the_same_greedy_text_as_cpu():
+    args = ("--model", FIXTURE, "--prompt", "The cat watched", "--temperature", "0", "--max-tokens", "16")
+    cpu = run(*args, "--device", "cpu")
+    emu = run(*args, "--device", "cuda-emu")
+    assert cpu.returncode == 0 and emu.returncode == 0, emu.stderr
+    assert cpu.stdout == emu.stdout and cpu.stdout.strip()
+    mc = ("--mc-aggregation", "ssc", "--mc-segment-size", "4", "--mc-top-k", "2")
+    assert run(*args, *mc, "--device", "cpu").stdout == run(*args, *mc, "--device", "cuda-emu").stdout
+
+
+def test_unknown_device():
+    expect_error(run("--prompt", "hi", "--device", "tpu"), "--device", "tpu")
+
+
 def test_same_seed_same_text():
     args = ("--prompt", "A window", "--max-tokens", "32", "--seed", "11", "--top-p", "0.9")
     assert run(*args).stdout == run(*args).stdout
