@@ -10,7 +10,7 @@
 
 #include "kernels/cuda/emu/emu.h"
 #include "kernels/elementwise/elementwise.h"
-#include "tests/unit/kernels/random_inputs.h"
+#include "tests/unit/kernels/emu_test_util.h"
 
 namespace mcserve::kernels {
 namespace {
@@ -23,25 +23,6 @@ void ExpectClose(const std::vector<float>& got, const std::vector<float>& want) 
   for (size_t i = 0; i < got.size(); ++i) {
     ASSERT_NEAR(got[i], want[i], 1e-6f * std::fabs(want[i]) + 1e-30f) << "element " << i;
   }
-}
-
-// Runs `run` (which computes on cuda-emu and returns the result) under both schedules; requires
-// bit-identical results and returns them.
-std::vector<float> RunBothSchedules(const std::function<std::vector<float>()>& run) {
-  std::vector<float> fwd, rev;
-  {
-    emu::ScopedSchedule s(emu::Schedule::kForward);
-    fwd = run();
-  }
-  {
-    emu::ScopedSchedule s(emu::Schedule::kReverse);
-    rev = run();
-  }
-  EXPECT_EQ(fwd.size(), rev.size());
-  for (size_t i = 0; i < fwd.size() && i < rev.size(); ++i) {
-    EXPECT_EQ(std::memcmp(&fwd[i], &rev[i], sizeof(float)), 0) << "schedules differ at " << i;
-  }
-  return fwd;
 }
 
 const int64_t kSizes[][2] = {{1, 1}, {3, 7}, {5, 256}, {2, 300}, {17, 61}, {1, 70000}};

@@ -12,28 +12,12 @@
 
 #include "kernels/cuda/emu/emu.h"
 #include "kernels/l2_norm/l2_norm.h"
-#include "tests/unit/kernels/random_inputs.h"
+#include "tests/unit/kernels/emu_test_util.h"
 
 namespace mcserve::kernels {
 namespace {
 
 constexpr Device kEmu = Device::kCudaEmu;
-
-// Runs `run` under both schedules; requires bit-identical results and returns them.
-std::vector<float> RunBothSchedules(const std::function<std::vector<float>()>& run) {
-  std::vector<float> fwd, rev;
-  {
-    emu::ScopedSchedule s(emu::Schedule::kForward);
-    fwd = run();
-  }
-  {
-    emu::ScopedSchedule s(emu::Schedule::kReverse);
-    rev = run();
-  }
-  EXPECT_TRUE(fwd.size() == rev.size() && std::memcmp(fwd.data(), rev.data(), fwd.size() * sizeof(float)) == 0)
-      << "schedules differ";
-  return fwd;
-}
 
 struct Case {
   int64_t rows, n;
