@@ -8,8 +8,10 @@ if(NOT MCSERVE_CUDA STREQUAL "OFF")
   include(CheckLanguage)
   check_language(CUDA)
   if(CMAKE_CUDA_COMPILER)
+    # MCSERVE_CUDA_ARCHS: the GPU architectures the CUDA kernels are built for (A100, H100).
+    set(MCSERVE_CUDA_ARCHS "80;90" CACHE STRING "CUDA architectures to build the kernels for")
     if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
-      set(CMAKE_CUDA_ARCHITECTURES 80)
+      set(CMAKE_CUDA_ARCHITECTURES ${MCSERVE_CUDA_ARCHS})
     endif()
     enable_language(CUDA)
     # CMake 3.25 does not know nvcc's C++20 flag; teach it (nvcc >= 12 accepts -std=c++20).
