@@ -12,6 +12,7 @@
 
 #include "kernels/core/tensor_data.h"
 #include "kernels/cuda/cuda_compat.h"
+#include "kernels/cuda/block_reduce.h"
 #include "kernels/l2_norm/l2_norm.h"
 #include "kernels/l2_norm/l2_norm_math.h"
 
@@ -22,19 +23,6 @@ namespace lm = ::mcserve::kernels::l2_norm_math;
 
 constexpr int kMaxBlock = 256;
 
-// Sum of `v` over the block (blockDim.x a multiple of 32, at most 1024); every thread gets the same
-// total. warp_sums: [32] shared. Contains one __syncthreads: call it once per kernel.
-__device__ float BlockSum(float v, float* warp_sums) {
-  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (lane == 0) warp_sums[warp] = v;
-  __syncthreads();
-  float total = 0.0f;
-  const int warps = blockDim.x / 32;
-  for (int i = 0; i < warps; ++i) total += warp_sums[i];
-  return total;
-}
-
 // out[r, :] = x[r, :] · FactorFromSum(kind, Σx[r, :]² or Σx[r, :]); x, out: [rows, n].
 __global__ void L2NormKernel(const float* x, int64_t n, km::RowNormKind kind, float eps, float scale, float* out) {
   __shared__ float warp_sums[32];
@@ -43,7 +31,7 @@ __global__ void L2NormKernel(const float* x, int64_t n, km::RowNormKind kind, fl
   const bool square = kind == km::RowNormKind::kL2;
   float sum = 0.0f;
   for (int64_t c = threadIdx.x; c < n; c += blockDim.x) sum += square ? xr[c] * xr[c] : xr[c];
-  sum = BlockSum(sum, warp_sums);
+  sum = ::mcserve::kernels::MCSERVE_CUDA_NS::BlockSum(sum, warp_sums);
   const float factor = lm::FactorFromSum(kind, sum, eps, scale);
   for (int64_t c = threadIdx.x; c < n; c += blockDim.x) out[base + c] = xr[c] * factor;
 }

@@ -12,6 +12,7 @@
 
 #include "kernels/core/tensor_data.h"
 #include "kernels/cuda/cuda_compat.h"
+#include "kernels/cuda/block_reduce.h"
 #include "kernels/rms_norm/rms_norm.h"
 #include "kernels/rms_norm/rms_norm_math.h"
 
@@ -31,19 +32,6 @@ __device__ __forceinline__ float LoadWeight(const void* w, km::DType dtype, int6
   }
 }
 
-// Sum of `v` over the block (blockDim.x a multiple of 32, at most 1024); every thread gets the same
-// total. warp_sums: [32] shared. Contains one __syncthreads: call it once per kernel.
-__device__ float BlockSum(float v, float* warp_sums) {
-  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (lane == 0) warp_sums[warp] = v;
-  __syncthreads();
-  float total = 0.0f;
-  const int warps = blockDim.x / 32;
-  for (int i = 0; i < warps; ++i) total += warp_sums[i];
-  return total;
-}
-
 // out[r, :] = x[r, :] · rsqrt(mean(x[r, :]²) + eps) · w (· swish(g[r, :]) when kGated).
 // x, g, out: [rows, n]; w: [n] of w_dtype.
 template <bool kGated>
@@ -54,7 +42,7 @@ __global__ void RmsNormKernel(const float* x, const void* w, km::DType w_dtype, 
   const float* xr = x + base;
   float ss = 0.0f;
   for (int64_t c = threadIdx.x; c < n; c += blockDim.x) ss += xr[c] * xr[c];
-  ss = BlockSum(ss, warp_sums);
+  ss = ::mcserve::kernels::MCSERVE_CUDA_NS::BlockSum(ss, warp_sums);
   const float inv = rm::InvRmsFromSumSq(ss, n, eps);
   for (int64_t c = threadIdx.x; c < n; c += blockDim.x) {
     const float wc = LoadWeight(w, w_dtype, c);
