@@ -5,3 +5,14 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 bash "$root/scripts/setup.sh"
 bash "$root/scripts/build.sh"
 ctest --test-dir "${MCSERVE_BUILD_DIR:-$root/build}" -j "$(nproc)" --output-on-failure "$@"
+
+# The CUDA kernels on the emulator once more, under AddressSanitizer: an out-of-bounds access to
+# emulated device memory fails the test, as compute-sanitizer's memcheck would on a GPU.
+# MCSERVE_SKIP_ASAN=1 skips this part.
+if [ -z "${MCSERVE_SKIP_ASAN:-}" ]; then
+  asan=${MCSERVE_ASAN_BUILD_DIR:-$root/build-asan}
+  cmake -S "$root" -B "$asan" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DMCSERVE_SANITIZE=ON -DMCSERVE_CUDA=OFF \
+    -DMCSERVE_BUILD_BENCH=OFF >/dev/null
+  ninja -C "$asan" -j "$(nproc)" emu_tests
+  ctest --test-dir "$asan" -L emu -j "$(nproc)" --output-on-failure
+fi
