@@ -2,6 +2,7 @@
 // running an emulated op under both thread schedules (which must agree bit for bit).
 #pragma once
 
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <random>
@@ -70,6 +71,18 @@ inline std::vector<float> RunBothSchedules(const std::function<std::vector<float
   EXPECT_TRUE(fwd.size() == rev.size() && std::memcmp(fwd.data(), rev.data(), fwd.size() * sizeof(float)) == 0)
       << "schedules differ";
   return fwd;
+}
+
+// |a − b| ≤ tol · (1 + |b|) elementwise (NaN fails).
+inline void ExpectNear(const std::vector<float>& a, const std::vector<float>& b, float tol, const char* what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  int bad = 0;
+  for (size_t i = 0; i < a.size() && bad < 5; ++i) {
+    if (!(std::fabs(a[i] - b[i]) <= tol * (1.0f + std::fabs(b[i])))) {
+      ADD_FAILURE() << what << "[" << i << "]: " << a[i] << " vs " << b[i];
+      ++bad;
+    }
+  }
 }
 
 }  // namespace mcserve::kernels

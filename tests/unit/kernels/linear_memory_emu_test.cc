@@ -12,6 +12,7 @@
 #include "kernels/cuda/emu/emu.h"
 #include "kernels/linear_memory/linear_memory.h"
 #include "random_inputs.h"
+#include "emu_test_util.h"
 
 namespace mcserve::kernels {
 namespace {
@@ -108,18 +109,6 @@ MemResult RunMemory(const MemCase& c, const std::vector<Call>& calls, Device dev
   r.state = *state.ToHostF32();
   if (!aux_shape.empty()) r.aux = *aux.ToHostF32();
   return r;
-}
-
-// |a − b| ≤ tol · (1 + |b|) elementwise (NaN fails).
-void ExpectNear(const std::vector<float>& a, const std::vector<float>& b, float tol, const char* what) {
-  ASSERT_EQ(a.size(), b.size()) << what;
-  int bad = 0;
-  for (size_t i = 0; i < a.size() && bad < 5; ++i) {
-    if (!(std::fabs(a[i] - b[i]) <= tol * (1.0f + std::fabs(b[i])))) {
-      ADD_FAILURE() << what << "[" << i << "]: " << a[i] << " vs " << b[i];
-      ++bad;
-    }
-  }
 }
 
 bool BitEqual(const std::vector<float>& a, const std::vector<float>& b) {

@@ -15,6 +15,7 @@
 #include "kernels/cuda/emu/emu.h"
 #include "kernels/short_conv/short_conv.h"
 #include "random_inputs.h"
+#include "emu_test_util.h"
 
 namespace mcserve::kernels {
 namespace {
@@ -95,18 +96,6 @@ ConvResult RunConv(const ConvCase& c, const std::vector<Call>& calls, Device dev
   }
   r.state = *state.ToHostF32();
   return r;
-}
-
-// |a − b| ≤ tol · (1 + |b|) elementwise.
-void ExpectNear(const std::vector<float>& a, const std::vector<float>& b, float tol, const char* what) {
-  ASSERT_EQ(a.size(), b.size()) << what;
-  int bad = 0;
-  for (size_t i = 0; i < a.size() && bad < 5; ++i) {
-    if (!(std::fabs(a[i] - b[i]) <= tol * (1.0f + std::fabs(b[i])))) {
-      ADD_FAILURE() << what << "[" << i << "]: " << a[i] << " vs " << b[i];
-      ++bad;
-    }
-  }
 }
 
 // CPU vs emulator under both schedules; the two schedules must agree bit for bit.
