@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/core/csr.h"
 #include "kernels/core/status_macros.h"
 #include "kernels/core/tensor_data.h"
 #include "kernels/core/dispatch.h"
@@ -40,26 +41,6 @@ const char* CombineName(McCombine c) {
     case McCombine::kTopKSoftmax: return "top-k softmax";
   }
   return nullptr;
-}
-
-// Offsets [T + 1] start at 0, never decrease and end at P; every page index is in [0, num_pages).
-absl::Status CheckCsr(const Tensor& offsets, const Tensor& token_pages, int64_t t, int64_t num_pages) {
-  MCSERVE_ASSIGN_OR_RETURN(std::vector<int32_t> off, offsets.ToHostI32());
-  MCSERVE_ASSIGN_OR_RETURN(std::vector<int32_t> idx, token_pages.ToHostI32());
-  const int64_t p = static_cast<int64_t>(idx.size());
-  if (off[0] != 0) return Bad(absl::StrCat("token_page_offsets[0] = ", off[0], " (want 0)"));
-  for (int64_t i = 0; i < t; ++i) {
-    if (off[i + 1] < off[i]) {
-      return Bad(absl::StrCat("token_page_offsets decrease at token ", i, ": ", off[i], " > ", off[i + 1]));
-    }
-  }
-  if (off[t] != p) return Bad(absl::StrCat("token_page_offsets[T = ", t, "] = ", off[t], " (want P = ", p, ")"));
-  for (int64_t e = 0; e < p; ++e) {
-    if (idx[e] < 0 || idx[e] >= num_pages) {
-      return Bad(absl::StrCat("token_pages[", e, "] = ", idx[e], " is out of range for ", num_pages, " pages"));
-    }
-  }
-  return absl::OkStatus();
 }
 
 absl::Status Validate(const Context& ctx, const McReadoutArgs& a) {
@@ -117,7 +98,7 @@ absl::Status Validate(const Context& ctx, const McReadoutArgs& a) {
     return Bad(absl::StrCat("token_pages ", token_pages.DebugString(), " (want I32 [P])"));
   }
   MCSERVE_RETURN_IF_ERROR(Check("token_pages", token_pages, DType::kI32, token_pages.shape(), dev, "[P]"));
-  MCSERVE_RETURN_IF_ERROR(CheckCsr(offsets, token_pages, t, num_pages));
+  MCSERVE_RETURN_IF_ERROR(ValidateCsr("McReadout", offsets, token_pages, t, num_pages));
 
   // out may be online itself, but must not overlap any other input.
   if (Overlaps(out, online) && RawData(out) != RawData(online)) return Bad("out partially overlaps online");

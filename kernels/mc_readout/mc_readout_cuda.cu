@@ -13,7 +13,7 @@
 // Results match the CPU up to fp32 reduction order (the CPU normalises weights before summing).
 // Page tensors are given on the host as a span: their memory / pooled-key device pointers are copied
 // to a small device array for the launch (freed after it). Device-side CSR values are validated on
-// the host by McReadout (CheckCsr), so the kernel trusts them.
+// the host by McReadout (ValidateCsr), so the kernel trusts them.
 #include <cstdint>
 #include <vector>
 
@@ -21,6 +21,7 @@
 #include "kernels/core/status_macros.h"
 #include "kernels/core/tensor_data.h"
 #include "kernels/cuda/cuda_compat.h"
+#include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/device_runtime.h"
 #include "kernels/mc_readout/mc_readout.h"
 #include "kernels/mc_readout/mc_readout_math.h"
@@ -139,28 +140,6 @@ __global__ void ReadoutKernel(ReadoutParams pr) {
   }
   for (int j = tid; j < V; j += nthreads) y[j] = y[j] / den;
 }
-
-// Device memory from the runtime, returned to it when the guard goes out of scope.
-class DeviceBuffer {
- public:
-  explicit DeviceBuffer(::mcserve::kernels::DeviceRuntime* rt) : rt_(rt) {}
-  ~DeviceBuffer() {
-    if (ptr_ != nullptr) rt_->Free(ptr_);
-  }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  absl::Status Allocate(size_t bytes) {
-    auto p = rt_->Allocate(bytes);
-    if (!p.ok()) return p.status();
-    ptr_ = *p;
-    return absl::OkStatus();
-  }
-  void* get() const { return ptr_; }
-
- private:
-  ::mcserve::kernels::DeviceRuntime* rt_;
-  void* ptr_ = nullptr;
-};
 
 // Threads per block: V rounded up to a warp, at most 256.
 unsigned ThreadsFor(int64_t v) {

@@ -1,0 +1,39 @@
+#include "kernels/core/csr.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/core/status_macros.h"
+
+namespace mcserve::kernels {
+
+absl::Status ValidateCsr(const char* op_name, const Tensor& offsets, const Tensor& token_pages, int64_t t,
+                         int64_t num_pages) {
+  auto bad = [&](const std::string& msg) { return absl::InvalidArgumentError(absl::StrCat(op_name, ": ", msg)); };
+  // The callers check dtypes and shapes with their own messages first; repeated here so that the
+  // element reads below can never go out of range.
+  if (offsets.dtype() != DType::kI32 || offsets.shape() != Shape{t + 1} || token_pages.dtype() != DType::kI32 ||
+      token_pages.rank() != 1) {
+    return bad(absl::StrCat("token_page_offsets ", offsets.DebugString(), ", token_pages ", token_pages.DebugString(),
+                            " (want I32 [T + 1 = ", t + 1, "] and I32 [P])"));
+  }
+  MCSERVE_ASSIGN_OR_RETURN(std::vector<int32_t> off, offsets.ToHostI32());
+  MCSERVE_ASSIGN_OR_RETURN(std::vector<int32_t> idx, token_pages.ToHostI32());
+  const int64_t p = static_cast<int64_t>(idx.size());
+  if (off[0] != 0) return bad(absl::StrCat("token_page_offsets[0] = ", off[0], " (want 0)"));
+  for (int64_t i = 0; i < t; ++i) {
+    if (off[i + 1] < off[i]) {
+      return bad(absl::StrCat("token_page_offsets decrease at token ", i, ": ", off[i], " > ", off[i + 1]));
+    }
+  }
+  if (off[t] != p) return bad(absl::StrCat("token_page_offsets[T = ", t, "] = ", off[t], " (want P = ", p, ")"));
+  for (int64_t e = 0; e < p; ++e) {
+    if (idx[e] < 0 || idx[e] >= num_pages) {
+      return bad(absl::StrCat("token_pages[", e, "] = ", idx[e], " is out of range for ", num_pages, " pages"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace mcserve::kernels

@@ -1,0 +1,88 @@
+#include "kernels/mc_route/mc_route.h"
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/core/csr.h"
+#include "kernels/core/dispatch.h"
+#include "kernels/core/status_macros.h"
+#include "kernels/core/tensor_data.h"
+
+namespace mcserve::kernels {
+namespace {
+
+absl::Status Bad(const std::string& msg) { return absl::InvalidArgumentError(absl::StrCat("McRoute: ", msg)); }
+
+// `t` is on the context's device `dev`, or an error naming the tensor and both devices.
+absl::Status CheckDevice(const std::string& name, const Tensor& t, Device dev) {
+  if (t.device() == dev) return absl::OkStatus();
+  return Bad(absl::StrCat(name, " is on ", DeviceName(t.device()), ", the context on ", DeviceName(dev)));
+}
+
+// A tensor of `dtype` and exactly `shape` on `dev`, or an error naming it and what was wanted.
+absl::Status Check(const std::string& name, const Tensor& t, DType dtype, const Shape& shape, Device dev,
+                   const char* want) {
+  MCSERVE_RETURN_IF_ERROR(CheckDevice(name, t, dev));
+  if (t.dtype() != dtype || t.shape() != shape) {
+    return Bad(
+        absl::StrCat(name, " ", t.DebugString(), " (want ", DTypeName(dtype), " ", ShapeString(shape), " ", want, ")"));
+  }
+  return absl::OkStatus();
+}
+
+// Whether the storage of a and b overlaps (views of one buffer included).
+bool Overlaps(const Tensor& a, const Tensor& b) {
+  if (a.nbytes() == 0 || b.nbytes() == 0) return false;
+  const auto* pa = static_cast<const char*>(RawData(a));
+  const auto* pb = static_cast<const char*>(RawData(b));
+  return pa < pb + b.nbytes() && pb < pa + a.nbytes();
+}
+
+absl::Status Validate(const Context& ctx, const McRouteArgs& a) {
+  if (a.u == nullptr || a.token_page_offsets == nullptr || a.token_pages == nullptr || a.selected == nullptr) {
+    return Bad("u, token_page_offsets, token_pages and selected are required");
+  }
+  const int64_t num_pages = static_cast<int64_t>(a.pooled_keys.size());
+  for (int64_t i = 0; i < num_pages; ++i) {
+    if (a.pooled_keys[i] == nullptr) return Bad(absl::StrCat("pooled_keys[", i, "] is required"));
+  }
+  if (a.top_k < 1) return Bad(absl::StrCat("top_k = ", a.top_k, " (want >= 1)"));
+  const Device dev = ctx.device;
+  const Tensor &u = *a.u, &offsets = *a.token_page_offsets, &token_pages = *a.token_pages, &selected = *a.selected;
+  MCSERVE_RETURN_IF_ERROR(CheckDevice("u", u, dev));
+  if (u.dtype() != DType::kF32 || u.rank() != 3) {
+    return Bad(absl::StrCat("u ", u.DebugString(), " (want F32 [T, Hs, K])"));
+  }
+  const int64_t t = u.dim(0), hs = u.dim(1), k = u.dim(2);
+  for (int64_t i = 0; i < num_pages; ++i) {
+    MCSERVE_RETURN_IF_ERROR(
+        Check(absl::StrCat("pooled_keys[", i, "]"), *a.pooled_keys[i], DType::kF32, {hs, k}, dev, "[Hs, K]"));
+  }
+  MCSERVE_RETURN_IF_ERROR(Check("token_page_offsets", offsets, DType::kI32, {t + 1}, dev, "[T + 1]"));
+  MCSERVE_RETURN_IF_ERROR(CheckDevice("token_pages", token_pages, dev));
+  if (token_pages.dtype() != DType::kI32 || token_pages.rank() != 1) {
+    return Bad(absl::StrCat("token_pages ", token_pages.DebugString(), " (want I32 [P])"));
+  }
+  MCSERVE_RETURN_IF_ERROR(Check("selected", selected, DType::kI32, {t, hs, a.top_k}, dev, "[T, Hs, top_k]"));
+  if (selected.read_only()) return Bad("selected is read-only");
+  std::vector<std::pair<std::string, const Tensor*>> inputs = {
+      {"u", &u}, {"token_page_offsets", &offsets}, {"token_pages", &token_pages}};
+  for (int64_t i = 0; i < num_pages; ++i) inputs.push_back({absl::StrCat("pooled_keys[", i, "]"), a.pooled_keys[i]});
+  for (const auto& [name, tensor] : inputs) {
+    if (Overlaps(selected, *tensor)) return Bad(absl::StrCat("selected overlaps ", name));
+  }
+  return ValidateCsr("McRoute", offsets, token_pages, t, num_pages);
+}
+
+}  // namespace
+
+absl::Status McRoute(const Context& ctx, const McRouteArgs& args) {
+  MCSERVE_RETURN_IF_ERROR(Validate(ctx, args));
+  return DispatchOp(ctx, "McRoute", &internal::McRouteCpu, MCSERVE_CUDA_FN(internal::cuda::McRouteCuda),
+                    &internal::cuda_emu::McRouteCuda, args);
+}
+
+}  // namespace mcserve::kernels

@@ -1,0 +1,48 @@
+// CPU McRoute: the (token, head) pairs are split over the pool; each task owns its score and keep
+// scratch (sized for the longest list) and calls the shared per-(token, head) routine. Every pair is
+// independent, so the result never depends on the thread count.
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "kernels/core/tensor_data.h"
+#include "kernels/cpu/thread_pool.h"
+#include "kernels/mc_route/mc_route.h"
+#include "kernels/mc_route/mc_route_math.h"
+
+namespace mcserve::kernels::internal {
+namespace {
+
+constexpr int64_t kMinParallelMacs = 1 << 15;  // below this the pool costs more than it saves
+
+}  // namespace
+
+absl::Status McRouteCpu(const Context& ctx, const McRouteArgs& args) {
+  const int64_t t = args.u->dim(0), hs = args.u->dim(1), k = args.u->dim(2), p = args.token_pages->dim(0);
+  const int top_k = args.top_k;
+  if (t == 0 || hs == 0) return absl::OkStatus();
+  const float* u = Data<float>(*args.u);
+  const int32_t* offsets = Data<int32_t>(*args.token_page_offsets);
+  const int32_t* token_pages = Data<int32_t>(*args.token_pages);
+  int32_t* selected = Data<int32_t>(*args.selected);
+  std::vector<const float*> pooled;
+  pooled.reserve(args.pooled_keys.size());
+  for (const Tensor* key : args.pooled_keys) pooled.push_back(Data<float>(*key));
+  int32_t max_n = 0;
+  for (int64_t i = 0; i < t; ++i) max_n = std::max(max_n, offsets[i + 1] - offsets[i]);
+
+  cpu::ThreadPool* pool = hs * p * std::max<int64_t>(k, 1) >= kMinParallelMacs ? ctx.pool : nullptr;
+  cpu::ParallelFor(pool, t * hs, [&](int64_t begin, int64_t end) {
+    std::vector<float> scores(max_n);
+    std::vector<unsigned char> keep(max_n);
+    for (int64_t row = begin; row < end; ++row) {  // row = token · Hs + head
+      const int64_t token = row / hs, h = row % hs;
+      const int32_t e0 = offsets[token];
+      mc_route_math::RouteHead(u + row * k, pooled.data(), h * k, token_pages + e0, offsets[token + 1] - e0,
+                               static_cast<int>(k), top_k, scores.data(), keep.data(), selected + row * top_k);
+    }
+  });
+  return absl::OkStatus();
+}
+
+}  // namespace mcserve::kernels::internal
