@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/core/status_macros.h"
+#include "kernels/core/validate.h"
 
 namespace mcserve::kernels {
 
@@ -19,7 +20,11 @@ absl::Status ValidateBatchLayout(const BatchLayout& layout, int64_t rows, int64_
                                                    " and slot_ids ", slots.DebugString(),
                                                    " must be I32 [B+1] and [B]"));
   }
-  if (cu.device() != Device::kCpu) return absl::OkStatus();  // checked on the device side
+  if (cu.device() != slots.device()) {
+    return absl::InvalidArgumentError(absl::StrCat("batch layout: cu_seqlens ", cu.DebugString(), " and slot_ids ",
+                                                   slots.DebugString(), " on different devices"));
+  }
+  if (cu.device() != Device::kCpu) return absl::OkStatus();  // no copy back: checked on the device side
   MCSERVE_ASSIGN_OR_RETURN(std::vector<int32_t> c, cu.ToHostI32());
   MCSERVE_ASSIGN_OR_RETURN(std::vector<int32_t> s, slots.ToHostI32());
   if (c.front() != 0 || c.back() != rows) {
@@ -35,6 +40,15 @@ absl::Status ValidateBatchLayout(const BatchLayout& layout, int64_t rows, int64_
     if (used[s[b]]) return absl::InvalidArgumentError(absl::StrCat("batch layout: slot ", s[b], " used twice"));
     used[s[b]] = true;
   }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateBatchLayout(const char* op, const BatchLayout& layout, int64_t rows, int64_t num_slots,
+                                 Device device) {
+  MCSERVE_RETURN_IF_ERROR(
+      CheckOnDevice(op, device, {{"cu_seqlens", layout.cu_seqlens}, {"slot_ids", layout.slot_ids}}));
+  absl::Status s = ValidateBatchLayout(layout, rows, num_slots);
+  if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat(op, ": ", s.message()));
   return absl::OkStatus();
 }
 

@@ -14,6 +14,12 @@ struct BatchLayout {
 };
 
 // Validates a layout against T rows and a state pool of num_slots; InvalidArgument on violation.
+// Both tensors must be on one device. Values are checked only for host (CPU) tensors: reading a
+// device layout back would cost a synchronising copy per op, so device code checks those itself.
 absl::Status ValidateBatchLayout(const BatchLayout& layout, int64_t rows, int64_t num_slots);
+// The same for an op running on `device` (its ctx.device): both layout tensors must live there,
+// and every error message starts with "<op>: ".
+absl::Status ValidateBatchLayout(const char* op, const BatchLayout& layout, int64_t rows, int64_t num_slots,
+                                 Device device);
 
 }  // namespace mcserve::kernels

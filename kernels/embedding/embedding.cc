@@ -4,14 +4,18 @@
 #include "kernels/core/tensor_data.h"
 #include "kernels/embedding/embedding_math.h"
 #include "kernels/core/dispatch.h"
+#include "kernels/core/status_macros.h"
+#include "kernels/core/validate.h"
 
 namespace mcserve::kernels {
 namespace {
 
-absl::Status Validate(const EmbeddingArgs& a) {
+absl::Status Validate(const Context& ctx, const EmbeddingArgs& a) {
   if (a.table == nullptr || a.ids == nullptr || a.out == nullptr) {
     return absl::InvalidArgumentError("Embedding: table, ids and out are required");
   }
+  MCSERVE_RETURN_IF_ERROR(
+      CheckOnDevice("Embedding", ctx.device, {{"table", a.table}, {"ids", a.ids}, {"out", a.out}}));
   const Tensor &table = *a.table, &ids = *a.ids, &out = *a.out;
   if (table.dtype() == DType::kI32 || table.rank() != 2 || ids.dtype() != DType::kI32 || ids.rank() != 1 ||
       out.dtype() != DType::kF32 || out.rank() != 2 || out.dim(0) != ids.dim(0) || out.dim(1) != table.dim(1)) {
@@ -19,10 +23,7 @@ absl::Status Validate(const EmbeddingArgs& a) {
         "Embedding: table ", table.DebugString(), ", ids ", ids.DebugString(), ", out ", out.DebugString(),
         " (want table F32|BF16|F16 [vocab, H], ids I32 [m], out F32 [m, H])"));
   }
-  if (table.device() != ids.device() || table.device() != out.device()) {
-    return absl::InvalidArgumentError("Embedding: tensors on different devices");
-  }
-  if (out.read_only()) return absl::InvalidArgumentError("Embedding: out is read-only");
+  MCSERVE_RETURN_IF_ERROR(CheckWritable("Embedding", "out", out));
   if (ids.device() == Device::kCpu) {  // device-resident ids are checked by the device kernel
     const int32_t* id = Data<int32_t>(ids);
     const int64_t vocab = table.dim(0);
@@ -39,7 +40,7 @@ absl::Status Validate(const EmbeddingArgs& a) {
 }  // namespace
 
 absl::Status Embedding(const Context& ctx, const EmbeddingArgs& args) {
-  if (absl::Status s = Validate(args); !s.ok()) return s;
+  MCSERVE_RETURN_IF_ERROR(Validate(ctx, args));
   return DispatchOp(ctx, "Embedding", &internal::EmbeddingCpu, MCSERVE_CUDA_FN(internal::cuda::EmbeddingCuda),
                     &internal::cuda_emu::EmbeddingCuda, args);
 }

@@ -1,16 +1,13 @@
 #include "kernels/feature_map/feature_map.h"
 
-#include <string>
-
 #include "absl/strings/str_cat.h"
 #include "kernels/core/status_macros.h"
 #include "kernels/feature_map/feature_map_math.h"
 #include "kernels/core/dispatch.h"
+#include "kernels/core/validate.h"
 
 namespace mcserve::kernels {
 namespace {
-
-bool IsFloat(DType t) { return t == DType::kF32 || t == DType::kBF16 || t == DType::kF16; }
 
 bool ValidKind(FeatureMapKind k) {
   switch (k) {
@@ -27,16 +24,15 @@ bool ValidKind(FeatureMapKind k) {
 }
 
 // Checks an optional parameter: must be absent when !used, present when required, else `shape`.
-absl::Status CheckParam(const char* name, const Tensor* t, bool used, bool required, const Shape& shape,
-                        Device dev) {
+absl::Status CheckParam(const char* name, const Tensor* t, bool used, bool required, const Shape& shape) {
   if (t == nullptr) {
     if (required) return absl::InvalidArgumentError(absl::StrCat("FeatureMap: ", name, " is required for this kind"));
     return absl::OkStatus();
   }
   if (!used) return absl::InvalidArgumentError(absl::StrCat("FeatureMap: ", name, " is not used by this kind"));
-  if (!IsFloat(t->dtype()) || t->shape() != shape || t->device() != dev) {
+  if (!IsFloatDType(t->dtype()) || t->shape() != shape) {
     return absl::InvalidArgumentError(absl::StrCat("FeatureMap: ", name, " ", t->DebugString(), " (want F32|BF16|F16 ",
-                                                   ShapeString(shape), " on ", std::string(DeviceName(dev)), ")"));
+                                                   ShapeString(shape), ")"));
   }
   return absl::OkStatus();
 }
@@ -44,6 +40,9 @@ absl::Status CheckParam(const char* name, const Tensor* t, bool used, bool requi
 absl::Status Validate(const Context& ctx, const FeatureMapArgs& a) {
   if (!ValidKind(a.kind)) return absl::InvalidArgumentError("FeatureMap: unknown kind");
   if (a.x == nullptr || a.out == nullptr) return absl::InvalidArgumentError("FeatureMap: x and out are required");
+  MCSERVE_RETURN_IF_ERROR(CheckOnDevice(
+      "FeatureMap", ctx.device,
+      {{"x", a.x}, {"w1", a.w1}, {"b1", a.b1}, {"w2", a.w2}, {"b2", a.b2}, {"out", a.out}}));
   const Tensor &x = *a.x, &out = *a.out;
   if (x.dtype() != DType::kF32 || x.rank() != 3) {
     return absl::InvalidArgumentError(absl::StrCat("FeatureMap: x ", x.DebugString(), " (want F32 [T, heads, d])"));
@@ -54,19 +53,13 @@ absl::Status Validate(const Context& ctx, const FeatureMapArgs& a) {
     return absl::InvalidArgumentError(absl::StrCat("FeatureMap: out ", out.DebugString(), " for x ", x.DebugString(),
                                                    " (want writable F32 ", ShapeString(want_out), ")"));
   }
-  const Device dev = x.device();
-  if (out.device() != dev || dev != ctx.device) {
-    return absl::InvalidArgumentError(absl::StrCat("FeatureMap: x on ", std::string(DeviceName(dev)), ", out on ",
-                                                   std::string(DeviceName(out.device())), ", context on ",
-                                                   std::string(DeviceName(ctx.device))));
-  }
   const bool layer1 = a.kind == FeatureMapKind::kHadamard || a.kind == FeatureMapKind::kHedgehog ||
                       a.kind == FeatureMapKind::kT2R;
   const bool layer2 = a.kind == FeatureMapKind::kHadamard;
-  MCSERVE_RETURN_IF_ERROR(CheckParam("w1", a.w1, layer1, layer1, {d, d}, dev));
-  MCSERVE_RETURN_IF_ERROR(CheckParam("b1", a.b1, layer1, false, {d}, dev));
-  MCSERVE_RETURN_IF_ERROR(CheckParam("w2", a.w2, layer2, layer2, {d, d}, dev));
-  MCSERVE_RETURN_IF_ERROR(CheckParam("b2", a.b2, layer2, false, {d}, dev));
+  MCSERVE_RETURN_IF_ERROR(CheckParam("w1", a.w1, layer1, layer1, {d, d}));
+  MCSERVE_RETURN_IF_ERROR(CheckParam("b1", a.b1, layer1, false, {d}));
+  MCSERVE_RETURN_IF_ERROR(CheckParam("w2", a.w2, layer2, layer2, {d, d}));
+  MCSERVE_RETURN_IF_ERROR(CheckParam("b2", a.b2, layer2, false, {d}));
   return absl::OkStatus();
 }
 

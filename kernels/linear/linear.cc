@@ -2,14 +2,17 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/core/dispatch.h"
+#include "kernels/core/status_macros.h"
+#include "kernels/core/validate.h"
 
 namespace mcserve::kernels {
 namespace {
 
-absl::Status Validate(const LinearArgs& a) {
+absl::Status Validate(const Context& ctx, const LinearArgs& a) {
   if (a.x == nullptr || a.w == nullptr || a.out == nullptr) {
     return absl::InvalidArgumentError("Linear: x, w and out are required");
   }
+  MCSERVE_RETURN_IF_ERROR(CheckOnDevice("Linear", ctx.device, {{"x", a.x}, {"w", a.w}, {"out", a.out}}));
   const Tensor &x = *a.x, &w = *a.w, &out = *a.out;
   if (x.dtype() != DType::kF32 || out.dtype() != DType::kF32 || w.dtype() == DType::kI32 ||
       x.rank() != 2 || w.rank() != 2 || out.rank() != 2 || x.dim(1) != w.dim(1) ||
@@ -18,17 +21,13 @@ absl::Status Validate(const LinearArgs& a) {
                                                    ", out ", out.DebugString(),
                                                    " (want x F32 [m, in], w [out, in], out F32 [m, out])"));
   }
-  if (x.device() != w.device() || x.device() != out.device()) {
-    return absl::InvalidArgumentError("Linear: tensors on different devices");
-  }
-  if (out.read_only()) return absl::InvalidArgumentError("Linear: out is read-only");
-  return absl::OkStatus();
+  return CheckWritable("Linear", "out", out);
 }
 
 }  // namespace
 
 absl::Status Linear(const Context& ctx, const LinearArgs& args) {
-  if (absl::Status s = Validate(args); !s.ok()) return s;
+  MCSERVE_RETURN_IF_ERROR(Validate(ctx, args));
   return DispatchOp(ctx, "Linear", &internal::LinearCpu, MCSERVE_CUDA_FN(internal::cuda::LinearCuda),
                     &internal::cuda_emu::LinearCuda, args);
 }

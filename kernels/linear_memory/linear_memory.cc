@@ -6,29 +6,29 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/core/status_macros.h"
 #include "kernels/core/dispatch.h"
+#include "kernels/core/validate.h"
 
 namespace mcserve::kernels {
 namespace {
 
 absl::Status Bad(const std::string& msg) { return absl::InvalidArgumentError(absl::StrCat("LinearMemory: ", msg)); }
 
-// An F32 tensor of exactly `shape` on `dev`, or an error naming it.
-absl::Status CheckF32(const char* name, const Tensor& t, const Shape& shape, Device dev) {
-  if (t.dtype() != DType::kF32 || t.shape() != shape || t.device() != dev) {
-    return Bad(absl::StrCat(name, " ", t.DebugString(), " (want F32 ", ShapeString(shape), " on ",
-                            std::string(DeviceName(dev)), ")"));
+// An F32 tensor of exactly `shape`, or an error naming it (devices are checked by Validate).
+absl::Status CheckF32(const char* name, const Tensor& t, const Shape& shape) {
+  if (t.dtype() != DType::kF32 || t.shape() != shape) {
+    return Bad(absl::StrCat(name, " ", t.DebugString(), " (want F32 ", ShapeString(shape), ")"));
   }
   return absl::OkStatus();
 }
 
 // An optional per-rule tensor: must be null when !used, present when required, else `shape`.
 absl::Status CheckOptional(const char* name, const Tensor* t, bool used, bool required, const Shape& shape,
-                           Device dev, const char* rule) {
+                           const char* rule) {
   if (t == nullptr) {
     return required ? Bad(absl::StrCat(name, " is required by rule ", rule)) : absl::OkStatus();
   }
   if (!used) return Bad(absl::StrCat(name, " is not used by rule ", rule, " (pass null)"));
-  return CheckF32(name, *t, shape, dev);
+  return CheckF32(name, *t, shape);
 }
 
 const char* RuleName(LinearMemoryRule r) {
@@ -47,6 +47,17 @@ absl::Status Validate(const Context& ctx, const LinearMemoryArgs& a) {
   if (a.q == nullptr || a.k == nullptr || a.v == nullptr || a.state == nullptr || a.out == nullptr) {
     return Bad("q, k, v, state and out are required");
   }
+  MCSERVE_RETURN_IF_ERROR(CheckOnDevice("LinearMemory", ctx.device,
+                                        {{"q", a.q},
+                                         {"k", a.k},
+                                         {"v", a.v},
+                                         {"key_decay", a.key_decay},
+                                         {"decay", a.decay},
+                                         {"beta", a.beta},
+                                         {"gamma", a.gamma},
+                                         {"state", a.state},
+                                         {"aux", a.aux},
+                                         {"out", a.out}}));
   const Tensor &q = *a.q, &k = *a.k, &v = *a.v, &state = *a.state, &out = *a.out;
   if (q.rank() != 3 || k.rank() != 3 || v.rank() != 3 || q.dtype() != DType::kF32 || k.dtype() != DType::kF32 ||
       v.dtype() != DType::kF32 || k.dim(0) != q.dim(0) || v.dim(0) != q.dim(0) || k.dim(2) != q.dim(2)) {
@@ -58,40 +69,31 @@ absl::Status Validate(const Context& ctx, const LinearMemoryArgs& a) {
   if (hq < 1 || hk < 1 || hv < 1 || hs % hq != 0 || hs % hk != 0 || hs % hv != 0) {
     return Bad(absl::StrCat("head counts Hq=", hq, ", Hk=", hk, ", Hv=", hv, " must each divide max(Hq, Hk, Hv)"));
   }
-  const Device dev = q.device();
-  if (dev != ctx.device) {
-    return Bad(absl::StrCat("tensors on ", std::string(DeviceName(dev)), ", context on ",
-                            std::string(DeviceName(ctx.device))));
-  }
-  MCSERVE_RETURN_IF_ERROR(CheckF32("k", k, k.shape(), dev));
-  MCSERVE_RETURN_IF_ERROR(CheckF32("v", v, v.shape(), dev));
   if (state.rank() != 4) return Bad(absl::StrCat("state ", state.DebugString(), " (want F32 [num_slots, Hs, K, V])"));
   const int64_t slots = state.dim(0);
-  MCSERVE_RETURN_IF_ERROR(CheckF32("state", state, {slots, hs, kd, vd}, dev));
-  MCSERVE_RETURN_IF_ERROR(CheckF32("out", out, {t, hs, vd}, dev));
-  if (state.read_only() || out.read_only()) return Bad("state and out must be writable");
+  MCSERVE_RETURN_IF_ERROR(CheckF32("state", state, {slots, hs, kd, vd}));
+  MCSERVE_RETURN_IF_ERROR(CheckF32("out", out, {t, hs, vd}));
+  MCSERVE_RETURN_IF_ERROR(CheckWritable("LinearMemory", "state", state));
+  MCSERVE_RETURN_IF_ERROR(CheckWritable("LinearMemory", "out", out));
 
   const LinearMemoryRule r = a.rule;
   const bool additive = r == LinearMemoryRule::kAdditive;
   const bool swla = r == LinearMemoryRule::kSwla;
   const bool titans = r == LinearMemoryRule::kTitans;
   if (a.normalize && !additive) return Bad(absl::StrCat("normalize applies to rule additive only, not ", rule));
-  MCSERVE_RETURN_IF_ERROR(CheckOptional("key_decay", a.key_decay, additive, false, {t, hk, kd}, dev, rule));
-  MCSERVE_RETURN_IF_ERROR(CheckOptional("decay", a.decay, !additive, swla || titans, {t, hs}, dev, rule));
-  MCSERVE_RETURN_IF_ERROR(CheckOptional("beta", a.beta, !additive, !additive, {t, hs}, dev, rule));
-  MCSERVE_RETURN_IF_ERROR(CheckOptional("gamma", a.gamma, swla || titans, swla || titans, {t, hs}, dev, rule));
+  MCSERVE_RETURN_IF_ERROR(CheckOptional("key_decay", a.key_decay, additive, false, {t, hk, kd}, rule));
+  MCSERVE_RETURN_IF_ERROR(CheckOptional("decay", a.decay, !additive, swla || titans, {t, hs}, rule));
+  MCSERVE_RETURN_IF_ERROR(CheckOptional("beta", a.beta, !additive, !additive, {t, hs}, rule));
+  MCSERVE_RETURN_IF_ERROR(CheckOptional("gamma", a.gamma, swla || titans, swla || titans, {t, hs}, rule));
   Shape aux_shape;
   if (additive && a.normalize) aux_shape = {slots, hs, kd};
   if (swla) aux_shape = {slots, hs, kd + vd};
   if (titans) aux_shape = {slots, hs, kd, vd};
   const bool aux_used = !aux_shape.empty();
   const Tensor* aux = a.aux;
-  MCSERVE_RETURN_IF_ERROR(CheckOptional("aux", aux, aux_used, aux_used, aux_shape, dev, rule));
-  if (aux != nullptr && aux->read_only()) return Bad("aux must be writable");
-
-  absl::Status s = ValidateBatchLayout(a.layout, t, slots);
-  if (!s.ok()) return Bad(std::string(s.message()));
-  return absl::OkStatus();
+  MCSERVE_RETURN_IF_ERROR(CheckOptional("aux", aux, aux_used, aux_used, aux_shape, rule));
+  if (aux != nullptr) MCSERVE_RETURN_IF_ERROR(CheckWritable("LinearMemory", "aux", *aux));
+  return ValidateBatchLayout("LinearMemory", a.layout, t, slots, ctx.device);
 }
 
 }  // namespace

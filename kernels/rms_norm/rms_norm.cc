@@ -4,18 +4,20 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/core/dispatch.h"
+#include "kernels/core/status_macros.h"
+#include "kernels/core/validate.h"
 
 namespace mcserve::kernels {
 namespace {
 
-bool IsFloat(DType t) { return t == DType::kF32 || t == DType::kBF16 || t == DType::kF16; }
-
-absl::Status Validate(const RmsNormArgs& a) {
+absl::Status Validate(const Context& ctx, const RmsNormArgs& a) {
   if (a.x == nullptr || a.weight == nullptr || a.out == nullptr) {
     return absl::InvalidArgumentError("RmsNorm: x, weight and out are required");
   }
+  MCSERVE_RETURN_IF_ERROR(CheckOnDevice("RmsNorm", ctx.device,
+                                        {{"x", a.x}, {"weight", a.weight}, {"gate", a.gate}, {"out", a.out}}));
   const Tensor &x = *a.x, &w = *a.weight, &out = *a.out;
-  if (x.dtype() != DType::kF32 || x.rank() != 2 || !IsFloat(w.dtype()) || w.rank() != 1 ||
+  if (x.dtype() != DType::kF32 || x.rank() != 2 || !IsFloatDType(w.dtype()) || w.rank() != 1 ||
       w.dim(0) != x.dim(1) || out.dtype() != DType::kF32 || out.shape() != x.shape()) {
     return absl::InvalidArgumentError(absl::StrCat("RmsNorm: x ", x.DebugString(), ", weight ", w.DebugString(),
                                                    ", out ", out.DebugString(),
@@ -25,11 +27,7 @@ absl::Status Validate(const RmsNormArgs& a) {
     return absl::InvalidArgumentError(
         absl::StrCat("RmsNorm: gate ", a.gate->DebugString(), " (want F32 like x ", x.DebugString(), ")"));
   }
-  if (x.device() != w.device() || x.device() != out.device() ||
-      (a.gate != nullptr && a.gate->device() != x.device())) {
-    return absl::InvalidArgumentError("RmsNorm: tensors on different devices");
-  }
-  if (out.read_only()) return absl::InvalidArgumentError("RmsNorm: out is read-only");
+  MCSERVE_RETURN_IF_ERROR(CheckWritable("RmsNorm", "out", out));
   if (!(a.eps >= 0.0f) || !std::isfinite(a.eps)) {
     return absl::InvalidArgumentError(absl::StrCat("RmsNorm: eps ", a.eps, " must be finite and >= 0"));
   }
@@ -39,7 +37,7 @@ absl::Status Validate(const RmsNormArgs& a) {
 }  // namespace
 
 absl::Status RmsNorm(const Context& ctx, const RmsNormArgs& args) {
-  if (absl::Status s = Validate(args); !s.ok()) return s;
+  MCSERVE_RETURN_IF_ERROR(Validate(ctx, args));
   return DispatchOp(ctx, "RmsNorm", &internal::RmsNormCpu, MCSERVE_CUDA_FN(internal::cuda::RmsNormCuda),
                     &internal::cuda_emu::RmsNormCuda, args);
 }

@@ -1,32 +1,32 @@
 #include "kernels/short_conv/short_conv.h"
 
-#include <string>
-
 #include "absl/strings/str_cat.h"
 #include "kernels/core/status_macros.h"
 #include "kernels/core/tensor_data.h"
 #include "kernels/core/dispatch.h"
+#include "kernels/core/validate.h"
 
 namespace mcserve::kernels {
 namespace {
-
-bool IsFloat(DType t) { return t == DType::kF32 || t == DType::kBF16 || t == DType::kF16; }
 
 absl::Status Validate(const Context& ctx, const ShortConvArgs& a) {
   if (a.x == nullptr || a.weight == nullptr || a.state == nullptr || a.out == nullptr) {
     return absl::InvalidArgumentError("ShortConv: x, weight, state and out are required");
   }
+  MCSERVE_RETURN_IF_ERROR(CheckOnDevice(
+      "ShortConv", ctx.device,
+      {{"x", a.x}, {"weight", a.weight}, {"bias", a.bias}, {"state", a.state}, {"out", a.out}}));
   const Tensor &x = *a.x, &w = *a.weight, &state = *a.state, &out = *a.out;
   if (x.dtype() != DType::kF32 || x.rank() != 2) {
     return absl::InvalidArgumentError(absl::StrCat("ShortConv: x ", x.DebugString(), " (want F32 [T, D])"));
   }
   const int64_t t = x.dim(0), d = x.dim(1);
-  if (!IsFloat(w.dtype()) || w.rank() != 3 || w.dim(0) != d || w.dim(1) != 1 || w.dim(2) < 1) {
+  if (!IsFloatDType(w.dtype()) || w.rank() != 3 || w.dim(0) != d || w.dim(1) != 1 || w.dim(2) < 1) {
     return absl::InvalidArgumentError(absl::StrCat("ShortConv: weight ", w.DebugString(), " for x ",
                                                    x.DebugString(), " (want F32|BF16|F16 [D, 1, W], W >= 1)"));
   }
   const int64_t width = w.dim(2);
-  if (a.bias != nullptr && (!IsFloat(a.bias->dtype()) || a.bias->rank() != 1 || a.bias->dim(0) != d)) {
+  if (a.bias != nullptr && (!IsFloatDType(a.bias->dtype()) || a.bias->rank() != 1 || a.bias->dim(0) != d)) {
     return absl::InvalidArgumentError(
         absl::StrCat("ShortConv: bias ", a.bias->DebugString(), " (want [", d, "])"));
   }
@@ -38,25 +38,12 @@ absl::Status Validate(const Context& ctx, const ShortConvArgs& a) {
     return absl::InvalidArgumentError(
         absl::StrCat("ShortConv: out ", out.DebugString(), " (want F32 [", t, ", ", d, "])"));
   }
-  if (state.read_only() || out.read_only()) {
-    return absl::InvalidArgumentError("ShortConv: state and out must be writable");
-  }
+  MCSERVE_RETURN_IF_ERROR(CheckWritable("ShortConv", "state", state));
+  MCSERVE_RETURN_IF_ERROR(CheckWritable("ShortConv", "out", out));
   if (t > 0 && RawData(out) == RawData(x)) {
     return absl::InvalidArgumentError("ShortConv: out must not alias x");
   }
-  const Device dev = x.device();
-  if (w.device() != dev || state.device() != dev || out.device() != dev ||
-      (a.bias != nullptr && a.bias->device() != dev)) {
-    return absl::InvalidArgumentError("ShortConv: tensors on different devices");
-  }
-  if (dev != ctx.device) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("ShortConv: tensors on ", std::string(DeviceName(dev)), ", context on ",
-                     std::string(DeviceName(ctx.device))));
-  }
-  absl::Status s = ValidateBatchLayout(a.layout, t, state.dim(0));
-  if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat("ShortConv: ", s.message()));
-  return absl::OkStatus();
+  return ValidateBatchLayout("ShortConv", a.layout, t, state.dim(0), ctx.device);
 }
 
 }  // namespace

@@ -1,0 +1,32 @@
+// Argument checks shared by the ops' validation (<op>.cc, before DispatchOp): that every tensor
+// argument lives on the context's device, that outputs are writable, which dtypes weights may use.
+// Pure functions of their arguments; any thread.
+#pragma once
+
+#include <initializer_list>
+
+#include "absl/status/status.h"
+#include "kernels/core/tensor.h"
+
+namespace mcserve::kernels {
+
+// One tensor argument of an op, by the name its args struct gives it; `tensor` may be null (an
+// optional argument that was not passed, skipped by the checks).
+struct NamedTensor {
+  const char* name;
+  const Tensor* tensor;
+};
+
+// OK when `t` lives on `device` (the op's ctx.device); else InvalidArgument
+// "<op>: <name> F32[2, 3] on cpu, but the context is on cuda-emu".
+absl::Status CheckOnDevice(const char* op, const char* name, const Tensor& t, Device device);
+// CheckOnDevice for each non-null tensor in order; the first failure.
+absl::Status CheckOnDevice(const char* op, Device device, std::initializer_list<NamedTensor> tensors);
+
+// OK unless `t` is read-only: InvalidArgument "<op>: <name> is read-only".
+absl::Status CheckWritable(const char* op, const char* name, const Tensor& t);
+
+// True for the floating-point dtypes weights may use: F32, BF16, F16.
+bool IsFloatDType(DType dtype);
+
+}  // namespace mcserve::kernels
