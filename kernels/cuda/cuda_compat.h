@@ -5,6 +5,7 @@
 //   MCSERVE_DYNAMIC_SHARED(T, name);        T* name = the block's dynamic shared memory
 //   MCSERVE_CUDA_NS                          `cuda` under nvcc, `cuda_emu` under the emulator
 //   mcserve::kernels::MCSERVE_CUDA_NS::TakeLaunchStatus(what)   launch error -> absl::Status
+//   mcserve::kernels::MCSERVE_CUDA_NS::KernelStream()   the stream to pass to MCSERVE_LAUNCH
 // Put a source's entry points in namespace mcserve::kernels::MCSERVE_CUDA_NS and its kernels in an
 // anonymous namespace: both compilations of one source then link into one binary.
 // `kernel` must be one token: for a template with several arguments, take a pointer first
@@ -14,6 +15,8 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "kernels/cuda/device_runtime.h"
 
 #if defined(__CUDACC__)
 
@@ -63,6 +66,17 @@ inline absl::Status TakeLaunchStatus(const char* what) {
   return absl::InternalError(std::string(what) + ": kernel launch failed: " +
                              cudaGetErrorName(err) + ": " + cudaGetErrorString(err));
 #endif
+}
+
+// The stream every kernel launch must use (MCSERVE_LAUNCH's last argument): the device runtime's
+// one stream, so kernels are ordered with its copies, Zero and Gemm, and its Synchronize and
+// device-to-host copies wait for them (the legacy default stream `0` would not be ordered with the
+// runtime's non-blocking stream). Null under the emulator. Fails only when the device runtime
+// could not be created, which no op reaches with tensors on the device. Any thread.
+inline absl::StatusOr<cudaStream_t> KernelStream() {
+  absl::StatusOr<DeviceRuntime*> runtime = RuntimeFor(MCSERVE_CUDA_EMULATED ? Device::kCudaEmu : Device::kCuda);
+  if (!runtime.ok()) return runtime.status();
+  return static_cast<cudaStream_t>((*runtime)->native_stream());
 }
 
 }  // namespace mcserve::kernels::MCSERVE_CUDA_NS

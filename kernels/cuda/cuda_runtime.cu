@@ -1,9 +1,11 @@
 // The CUDA device runtime (device 0): a caching allocator over cudaMalloc, one stream with pinned
 // double-buffered staging for host<->device copies, and Gemm over cuBLAS. Compiled only by nvcc.
 //
-// Ordering: every operation is issued on the runtime's one stream, so work is ordered exactly as it
-// was issued. A block freed while queued work still uses it may be handed out again at once: any
-// later use of it is issued on the same stream, after the earlier work.
+// Ordering: every operation — copies, Zero, Gemm and (through native_stream / KernelStream) every
+// kernel launch — is issued on the runtime's one stream, so work is ordered exactly as it was
+// issued; Synchronize and CopyDeviceToHost wait on that stream. A block freed while queued work
+// still uses it may be handed out again at once: any later use of it is issued on the same stream,
+// after the earlier work.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -73,6 +75,8 @@ class CudaRuntime final : public DeviceRuntime {
   absl::Status Zero(void* dst, size_t bytes) override;
   absl::Status Synchronize() override;
   absl::Status Gemm(const DeviceGemmArgs& args) override;
+  // The runtime's stream (created by Init, constant afterwards, so read without the lock).
+  void* native_stream() const override { return stream_; }
 
  private:
   struct Staging {

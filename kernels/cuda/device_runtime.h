@@ -45,8 +45,15 @@ class DeviceRuntime {
   virtual absl::Status CopyDeviceToDevice(void* dst, const void* src, size_t bytes) = 0;
   // Sets `bytes` of device memory to zero.
   virtual absl::Status Zero(void* dst, size_t bytes) = 0;
-  // Waits until all work issued so far has finished.
+  // Waits until all work issued so far has finished, kernels on native_stream() included.
   virtual absl::Status Synchronize() = 0;
+
+  // The stream every kernel must launch on (a cudaStream_t for CUDA): the one stream the copies,
+  // Zero and Gemm are issued on, so all device work is ordered as issued and Synchronize and
+  // CopyDeviceToHost wait for the kernels too. nullptr when the runtime has no streams (the
+  // emulator, whose launches are synchronous). Kernels get it through KernelStream()
+  // (kernels/cuda/cuda_compat.h). Any thread.
+  virtual void* native_stream() const { return nullptr; }
 
   virtual absl::Status Gemm(const DeviceGemmArgs& args) = 0;
 };

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "kernels/core/status_macros.h"
 #include "kernels/core/tensor_data.h"
 #include "kernels/cuda/cuda_compat.h"
 #include "kernels/elementwise/elementwise.h"
@@ -52,12 +53,14 @@ __global__ void SwiGluKernel(const float* gate, const float* up, float* out, int
 
 namespace mcserve::kernels::internal::MCSERVE_CUDA_NS {
 
+using ::mcserve::kernels::MCSERVE_CUDA_NS::KernelStream;
 using ::mcserve::kernels::MCSERVE_CUDA_NS::TakeLaunchStatus;
 
 absl::Status ActivationCuda(const Context& ctx, const ActivationArgs& args) {
   const int64_t n = args.x->numel();
   if (n == 0) return absl::OkStatus();
-  MCSERVE_LAUNCH(ActivationKernel, GridFor(n), kBlock, 0, /*stream=*/0)
+  MCSERVE_ASSIGN_OR_RETURN(cudaStream_t stream, KernelStream());
+  MCSERVE_LAUNCH(ActivationKernel, GridFor(n), kBlock, 0, stream)
   (Data<float>(*args.x), Data<float>(*args.out), n, args.kind, args.scale);
   return TakeLaunchStatus("Activation");
 }
@@ -65,7 +68,8 @@ absl::Status ActivationCuda(const Context& ctx, const ActivationArgs& args) {
 absl::Status AddCuda(const Context& ctx, const AddArgs& args) {
   const int64_t n = args.a->numel();
   if (n == 0) return absl::OkStatus();
-  MCSERVE_LAUNCH(AddKernel, GridFor(n), kBlock, 0, /*stream=*/0)
+  MCSERVE_ASSIGN_OR_RETURN(cudaStream_t stream, KernelStream());
+  MCSERVE_LAUNCH(AddKernel, GridFor(n), kBlock, 0, stream)
   (Data<float>(*args.a), Data<float>(*args.b), Data<float>(*args.out), n);
   return TakeLaunchStatus("Add");
 }
@@ -73,7 +77,8 @@ absl::Status AddCuda(const Context& ctx, const AddArgs& args) {
 absl::Status SwiGluCuda(const Context& ctx, const SwiGluArgs& args) {
   const int64_t n = args.gate->numel();
   if (n == 0) return absl::OkStatus();
-  MCSERVE_LAUNCH(SwiGluKernel, GridFor(n), kBlock, 0, /*stream=*/0)
+  MCSERVE_ASSIGN_OR_RETURN(cudaStream_t stream, KernelStream());
+  MCSERVE_LAUNCH(SwiGluKernel, GridFor(n), kBlock, 0, stream)
   (Data<float>(*args.gate), Data<float>(*args.up), Data<float>(*args.out), n);
   return TakeLaunchStatus("SwiGlu");
 }

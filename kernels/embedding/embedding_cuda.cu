@@ -48,6 +48,7 @@ __global__ void EmbeddingKernel(const T* table, km::DType dtype, const int32_t* 
 
 namespace mcserve::kernels::internal::MCSERVE_CUDA_NS {
 
+using ::mcserve::kernels::MCSERVE_CUDA_NS::KernelStream;
 using ::mcserve::kernels::MCSERVE_CUDA_NS::TakeLaunchStatus;
 
 absl::Status EmbeddingCuda(const Context& ctx, const EmbeddingArgs& args) {
@@ -55,6 +56,7 @@ absl::Status EmbeddingCuda(const Context& ctx, const EmbeddingArgs& args) {
   const int64_t m = args.ids->dim(0), h = table.dim(1), vocab = table.dim(0);
   if (m == 0) return absl::OkStatus();
   MCSERVE_ASSIGN_OR_RETURN(DeviceRuntime * rt, RuntimeFor(MCSERVE_CUDA_EMULATED ? Device::kCudaEmu : Device::kCuda));
+  MCSERVE_ASSIGN_OR_RETURN(cudaStream_t stream, KernelStream());
   MCSERVE_ASSIGN_OR_RETURN(void* flag_mem, rt->Allocate(sizeof(int)));
   int* bad = static_cast<int*>(flag_mem);
   absl::Status status = rt->Zero(bad, sizeof(int));
@@ -64,10 +66,10 @@ absl::Status EmbeddingCuda(const Context& ctx, const EmbeddingArgs& args) {
     const int32_t* ids = Data<int32_t>(*args.ids);
     float* out = Data<float>(*args.out);
     if (table.dtype() == DType::kF32) {
-      MCSERVE_LAUNCH(EmbeddingKernel<float>, grid, block, 0, /*stream=*/0)
+      MCSERVE_LAUNCH(EmbeddingKernel<float>, grid, block, 0, stream)
       (Data<float>(table), table.dtype(), ids, vocab, h, out, bad);
     } else {
-      MCSERVE_LAUNCH(EmbeddingKernel<uint16_t>, grid, block, 0, /*stream=*/0)
+      MCSERVE_LAUNCH(EmbeddingKernel<uint16_t>, grid, block, 0, stream)
       (Data<uint16_t>(table), table.dtype(), ids, vocab, h, out, bad);
     }
     status = TakeLaunchStatus("Embedding");

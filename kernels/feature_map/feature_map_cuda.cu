@@ -137,6 +137,8 @@ __global__ void FeatureMapHedgehog(const float* __restrict__ y1, const void* __r
 
 namespace mcserve::kernels::internal::MCSERVE_CUDA_NS {
 
+using ::mcserve::kernels::MCSERVE_CUDA_NS::KernelStream;
+
 absl::Status FeatureMapCuda(const Context& ctx, const FeatureMapArgs& args) {
   const Tensor& x = *args.x;
   const int64_t d = x.dim(2), rows = x.dim(0) * x.dim(1);
@@ -153,6 +155,7 @@ absl::Status FeatureMapCuda(const Context& ctx, const FeatureMapArgs& args) {
   // y = x Wᵀ for the affine kinds, into scratch rows [rows, d] from the caching allocator.
   Tensor y1, y2;
   MCSERVE_ASSIGN_OR_RETURN(DeviceRuntime * runtime, RuntimeFor(x.device()));
+  MCSERVE_ASSIGN_OR_RETURN(cudaStream_t stream, KernelStream());
   auto affine = [&](const Tensor* w, Tensor& y) -> absl::Status {
     MCSERVE_ASSIGN_OR_RETURN(y, Tensor::Zeros(DType::kF32, {rows, d}, x.device()));
     return runtime->Gemm(DeviceGemmArgs{.m = rows, .n = d, .k = d, .a = Data<float>(x), .b = RawData(*w),
@@ -167,7 +170,7 @@ absl::Status FeatureMapCuda(const Context& ctx, const FeatureMapArgs& args) {
   float* out = Data<float>(*args.out);
 
   if (kind == FeatureMapKind::kHedgehog) {
-    MCSERVE_LAUNCH(FeatureMapHedgehog, static_cast<unsigned>(rows), kRowThreads, 0, /*stream=*/0)
+    MCSERVE_LAUNCH(FeatureMapHedgehog, static_cast<unsigned>(rows), kRowThreads, 0, stream)
     (Data<float>(y1), b1, b1_dtype, static_cast<int>(d), out);
     return ::mcserve::kernels::MCSERVE_CUDA_NS::TakeLaunchStatus("FeatureMapHedgehog");
   }
@@ -177,7 +180,7 @@ absl::Status FeatureMapCuda(const Context& ctx, const FeatureMapArgs& args) {
                         .b2_dtype = b2_dtype, .out = out};
   const int64_t blocks = (rows * out_dim + kThreads - 1) / kThreads;
   MCSERVE_LAUNCH(FeatureMapElementwise, static_cast<unsigned>(blocks < kMaxBlocks ? blocks : kMaxBlocks), kThreads,
-                 0, /*stream=*/0)
+                 0, stream)
   (p);
   return ::mcserve::kernels::MCSERVE_CUDA_NS::TakeLaunchStatus("FeatureMapElementwise");
 }

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "kernels/core/status_macros.h"
 #include "kernels/core/tensor_data.h"
 #include "kernels/cuda/cuda_compat.h"
 #include "kernels/gate/gate.h"
@@ -51,19 +52,21 @@ __global__ void LogSigmoidDecayKernel(const float* x, float normalizer, bool has
 
 namespace mcserve::kernels::internal::MCSERVE_CUDA_NS {
 
+using ::mcserve::kernels::MCSERVE_CUDA_NS::KernelStream;
 using ::mcserve::kernels::MCSERVE_CUDA_NS::TakeLaunchStatus;
 
 absl::Status GateCuda(const Context& ctx, const GateArgs& args) {
   const int64_t n = args.x->dim(1), total = args.x->numel();
   if (total == 0) return absl::OkStatus();
+  MCSERVE_ASSIGN_OR_RETURN(cudaStream_t stream, KernelStream());
   const int grid = static_cast<int>(std::min<int64_t>((total + kBlock - 1) / kBlock, kMaxBlocks));
   const float* x = Data<float>(*args.x);
   float* out = Data<float>(*args.out);
   if (args.kind == GateKind::kSoftplusDecay) {
-    MCSERVE_LAUNCH(SoftplusDecayKernel, grid, kBlock, 0, /*stream=*/0)
+    MCSERVE_LAUNCH(SoftplusDecayKernel, grid, kBlock, 0, stream)
     (x, RawData(*args.a_log), args.a_log->dtype(), RawData(*args.dt_bias), args.dt_bias->dtype(), n, total, out);
   } else {
-    MCSERVE_LAUNCH(LogSigmoidDecayKernel, grid, kBlock, 0, /*stream=*/0)
+    MCSERVE_LAUNCH(LogSigmoidDecayKernel, grid, kBlock, 0, stream)
     (x, args.normalizer, args.has_clamp_min, args.clamp_min, total, out);
   }
   return TakeLaunchStatus("Gate");

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "kernels/core/status_macros.h"
 #include "kernels/core/tensor_data.h"
 #include "kernels/cuda/cuda_compat.h"
 #include "kernels/cuda/block_reduce.h"
@@ -40,13 +41,15 @@ __global__ void L2NormKernel(const float* x, int64_t n, km::RowNormKind kind, fl
 
 namespace mcserve::kernels::internal::MCSERVE_CUDA_NS {
 
+using ::mcserve::kernels::MCSERVE_CUDA_NS::KernelStream;
 using ::mcserve::kernels::MCSERVE_CUDA_NS::TakeLaunchStatus;
 
 absl::Status L2NormCuda(const Context& ctx, const L2NormArgs& args) {
   const int64_t rows = args.x->dim(0), n = args.x->dim(1);
   if (rows == 0 || n == 0) return absl::OkStatus();
+  MCSERVE_ASSIGN_OR_RETURN(cudaStream_t stream, KernelStream());
   const int block = static_cast<int>(std::min<int64_t>(kMaxBlock, (n + 31) / 32 * 32));
-  MCSERVE_LAUNCH(L2NormKernel, static_cast<int>(rows), block, 0, /*stream=*/0)
+  MCSERVE_LAUNCH(L2NormKernel, static_cast<int>(rows), block, 0, stream)
   (Data<float>(*args.x), n, args.kind, args.eps, args.scale, Data<float>(*args.out));
   return TakeLaunchStatus("L2Norm");
 }

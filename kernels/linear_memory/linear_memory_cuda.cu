@@ -167,6 +167,8 @@ const float* OptData(const mcserve::kernels::Tensor* t) {
 
 namespace mcserve::kernels::internal::MCSERVE_CUDA_NS {
 
+using ::mcserve::kernels::MCSERVE_CUDA_NS::KernelStream;
+
 absl::Status LinearMemoryCuda(const Context& ctx, const LinearMemoryArgs& args) {
   const int64_t num_seqs = args.layout.slot_ids->dim(0);
   const int64_t hs = args.state->dim(1), kd = args.q->dim(2), vd = args.v->dim(2);
@@ -186,19 +188,20 @@ absl::Status LinearMemoryCuda(const Context& ctx, const LinearMemoryArgs& args) 
       .slots = Data<int32_t>(*args.layout.slot_ids), .state = Data<float>(*args.state),
       .aux = args.aux != nullptr ? Data<float>(*args.aux) : nullptr, .out = Data<float>(*args.out)};
   const unsigned heads = static_cast<unsigned>(num_seqs * hs);
+  MCSERVE_ASSIGN_OR_RETURN(cudaStream_t stream, KernelStream());
   if (vd > 0) {
     const dim3 grid(heads, static_cast<unsigned>((vd + kColumns - 1) / kColumns));
     auto* kernel = kd <= 32 ? &LinearMemoryColumns<32>
                    : kd <= 64 ? &LinearMemoryColumns<64>
                    : kd <= 128 ? &LinearMemoryColumns<128>
                                : &LinearMemoryColumns<256>;
-    MCSERVE_LAUNCH(kernel, grid, kColumns, 0, /*stream=*/0)(p);
+    MCSERVE_LAUNCH(kernel, grid, kColumns, 0, stream)(p);
     MCSERVE_RETURN_IF_ERROR(::mcserve::kernels::MCSERVE_CUDA_NS::TakeLaunchStatus("LinearMemoryColumns"));
   }
   const bool key_aux = (args.rule == LinearMemoryRule::kAdditive && args.normalize) ||
                        args.rule == LinearMemoryRule::kSwla;
   if (key_aux && kd > 0) {
-    MCSERVE_LAUNCH(LinearMemoryKeyAux, heads, kAuxThreads, 0, /*stream=*/0)(p);
+    MCSERVE_LAUNCH(LinearMemoryKeyAux, heads, kAuxThreads, 0, stream)(p);
     return ::mcserve::kernels::MCSERVE_CUDA_NS::TakeLaunchStatus("LinearMemoryKeyAux");
   }
   return absl::OkStatus();

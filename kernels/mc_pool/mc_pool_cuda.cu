@@ -7,6 +7,7 @@
 // leaves the state alone) for a position outside [1, 2^L) rather than indexing out of range.
 #include <cstdint>
 
+#include "kernels/core/status_macros.h"
 #include "kernels/core/tensor_data.h"
 #include "kernels/cuda/cuda_compat.h"
 #include "kernels/mc_pool/mc_pool.h"
@@ -73,6 +74,8 @@ unsigned ThreadsFor(int64_t dim) {
 
 namespace mcserve::kernels::internal::MCSERVE_CUDA_NS {
 
+using ::mcserve::kernels::MCSERVE_CUDA_NS::KernelStream;
+
 absl::Status McSegmentPoolCuda(const Context& ctx, const McSegmentPoolArgs& a) {
   const PoolGeometry g{a.k->dim(0), a.k->dim(1), a.out->dim(1), a.k->dim(2), a.pool_sum->dim(0)};
   const int64_t num_seqs = a.layout.slot_ids->dim(0);
@@ -80,8 +83,9 @@ absl::Status McSegmentPoolCuda(const Context& ctx, const McSegmentPoolArgs& a) {
   if (num_seqs > 0x7fffffff || g.hs > 65535) {
     return absl::InvalidArgumentError("McSegmentPool: too many sequences or state heads for one CUDA launch");
   }
+  MCSERVE_ASSIGN_OR_RETURN(cudaStream_t stream, KernelStream());
   MCSERVE_LAUNCH(SegmentPoolKernel, dim3(static_cast<unsigned>(num_seqs), static_cast<unsigned>(g.hs)),
-                 ThreadsFor(g.dim), 0, /*stream=*/0)
+                 ThreadsFor(g.dim), 0, stream)
   (g, Data<float>(*a.k), Data<int32_t>(*a.layout.cu_seqlens), Data<int32_t>(*a.layout.slot_ids),
    Data<int32_t>(*a.first_local), a.segment_size, a.mean, Data<float>(*a.pool_sum), Data<float>(*a.out));
   return ::mcserve::kernels::MCSERVE_CUDA_NS::TakeLaunchStatus("McSegmentPool");
@@ -95,8 +99,9 @@ absl::Status McLevelPoolCuda(const Context& ctx, const McLevelPoolArgs& a) {
   if (num_seqs > 0x7fffffff || g.hs > 65535) {
     return absl::InvalidArgumentError("McLevelPool: too many sequences or state heads for one CUDA launch");
   }
+  MCSERVE_ASSIGN_OR_RETURN(cudaStream_t stream, KernelStream());
   MCSERVE_LAUNCH(LevelPoolKernel, dim3(static_cast<unsigned>(num_seqs), static_cast<unsigned>(g.hs)),
-                 ThreadsFor(g.dim), 0, /*stream=*/0)
+                 ThreadsFor(g.dim), 0, stream)
   (g, levels, Data<float>(*a.k), Data<int32_t>(*a.layout.cu_seqlens), Data<int32_t>(*a.layout.slot_ids),
    Data<int32_t>(*a.first_position), a.mean, Data<float>(*a.level_sums), Data<float>(*a.out));
   return ::mcserve::kernels::MCSERVE_CUDA_NS::TakeLaunchStatus("McLevelPool");

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "kernels/core/status_macros.h"
 #include "kernels/core/tensor_data.h"
 #include "kernels/cuda/cuda_compat.h"
 #include "kernels/cuda/block_reduce.h"
@@ -58,21 +59,23 @@ __global__ void RmsNormKernel(const float* x, const void* w, km::DType w_dtype, 
 
 namespace mcserve::kernels::internal::MCSERVE_CUDA_NS {
 
+using ::mcserve::kernels::MCSERVE_CUDA_NS::KernelStream;
 using ::mcserve::kernels::MCSERVE_CUDA_NS::TakeLaunchStatus;
 
 absl::Status RmsNormCuda(const Context& ctx, const RmsNormArgs& args) {
   const int64_t rows = args.x->dim(0), n = args.x->dim(1);
   if (rows == 0 || n == 0) return absl::OkStatus();
+  MCSERVE_ASSIGN_OR_RETURN(cudaStream_t stream, KernelStream());
   const int block = static_cast<int>(std::min<int64_t>(kMaxBlock, (n + 31) / 32 * 32));
   const int grid = static_cast<int>(rows);
   const float* x = Data<float>(*args.x);
   const void* w = RawData(*args.weight);
   float* out = Data<float>(*args.out);
   if (args.gate != nullptr) {
-    MCSERVE_LAUNCH(RmsNormKernel<true>, grid, block, 0, /*stream=*/0)
+    MCSERVE_LAUNCH(RmsNormKernel<true>, grid, block, 0, stream)
     (x, w, args.weight->dtype(), Data<float>(*args.gate), n, args.eps, out);
   } else {
-    MCSERVE_LAUNCH(RmsNormKernel<false>, grid, block, 0, /*stream=*/0)
+    MCSERVE_LAUNCH(RmsNormKernel<false>, grid, block, 0, stream)
     (x, w, args.weight->dtype(), static_cast<const float*>(nullptr), n, args.eps, out);
   }
   return TakeLaunchStatus("RmsNorm");

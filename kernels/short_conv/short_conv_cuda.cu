@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "kernels/core/dtype.h"
+#include "kernels/core/status_macros.h"
 #include "kernels/core/tensor_data.h"
 #include "kernels/cuda/cuda_compat.h"
 #include "kernels/short_conv/short_conv.h"
@@ -74,15 +75,18 @@ __global__ void ShortConvKernel(const float* __restrict__ x, const void* __restr
 
 namespace mcserve::kernels::internal::MCSERVE_CUDA_NS {
 
+using ::mcserve::kernels::MCSERVE_CUDA_NS::KernelStream;
+
 absl::Status ShortConvCuda(const Context& ctx, const ShortConvArgs& args) {
   const int64_t d = args.x->dim(1);
   const int width = static_cast<int>(args.weight->dim(2));
   const int64_t num_seqs = args.layout.slot_ids->dim(0);
   if (num_seqs == 0 || d == 0) return absl::OkStatus();
+  MCSERVE_ASSIGN_OR_RETURN(cudaStream_t stream, KernelStream());
   const dim3 grid(static_cast<unsigned>(num_seqs), static_cast<unsigned>((d + kThreads - 1) / kThreads));
   const void* bias = args.bias != nullptr ? RawData(*args.bias) : nullptr;
   const DType b_dtype = args.bias != nullptr ? args.bias->dtype() : DType::kF32;
-  MCSERVE_LAUNCH(ShortConvKernel, grid, kThreads, 0, /*stream=*/0)
+  MCSERVE_LAUNCH(ShortConvKernel, grid, kThreads, 0, stream)
   (Data<float>(*args.x), RawData(*args.weight), args.weight->dtype(), bias, b_dtype, args.silu,
    Data<int32_t>(*args.layout.cu_seqlens), Data<int32_t>(*args.layout.slot_ids), Data<float>(*args.state),
    Data<float>(*args.out), width, d, args.x->dim(0), args.state->dim(0));
