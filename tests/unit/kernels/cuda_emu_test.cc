@@ -46,6 +46,14 @@ std::vector<float> RandomFloats(int n, uint32_t seed) {
   return v;
 }
 
+// Kernels launch on KernelStream(), the device runtime's native stream: none under the emulator.
+TEST(CudaEmuTest, KernelStreamIsTheRuntimesNativeStreamNullUnderTheEmulator) {
+  const absl::StatusOr<cudaStream_t> stream = cuda_emu::KernelStream();
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  EXPECT_EQ(*stream, nullptr);
+  EXPECT_EQ((*RuntimeFor(Device::kCudaEmu))->native_stream(), nullptr);
+}
+
 TEST(CudaEmuTest, IndicesCoverA3dGridExactlyOnce) {
   const int nx = 37, ny = 5, nz = 3;
   const dim3 block(8, 2, 2);
