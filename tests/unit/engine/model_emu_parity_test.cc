@@ -1,9 +1,12 @@
 // The whole model on the emulated CUDA device (the CUDA kernel sources run by the CPU emulator)
-// against the CPU backend: every fixture, with and without Memory Caching, FP32 everywhere.
+// against the CPU backend: every fixture, with and without Memory Caching, FP32 everywhere. With
+// MCSERVE_TEST_DEVICE=cuda (CTest's model_emu_parity_test_gpu) the same on a real GPU, skipped
+// without one (tests/unit/kernels/emu_test_device.h).
 #include "engine/runner/generate.h"
 #include "engine/runner/model.h"
 #include "fixture_util.h"
 #include "gtest/gtest.h"
+#include "tests/unit/kernels/emu_test_device.h"
 
 namespace mcserve::engine {
 namespace {
@@ -56,7 +59,7 @@ class ModelEmuParityTest : public ::testing::TestWithParam<Case> {};
 TEST_P(ModelEmuParityTest, LogitsMatchTheCpuBackend) {
   const Case& c = GetParam();
   auto cpu = Model::Load(FixtureDir(c.fixture), {.device = kernels::Device::kCpu, .num_threads = 1, .mc_overrides = c.mc});
-  auto emu = Model::Load(FixtureDir(c.fixture), {.device = kernels::Device::kCudaEmu, .mc_overrides = c.mc});
+  auto emu = Model::Load(FixtureDir(c.fixture), {.device = kernels::DeviceUnderTest(), .mc_overrides = c.mc});
   ASSERT_TRUE(cpu.ok()) << cpu.status();
   ASSERT_TRUE(emu.ok()) << emu.status();
   const std::vector<int32_t> prompt = testing::LoadGolden(c.fixture).prompt_ids;

@@ -15,7 +15,8 @@
 namespace mcserve::kernels {
 namespace {
 
-constexpr Device kEmu = Device::kCudaEmu;
+// The device under test: cuda-emu, or cuda with MCSERVE_TEST_DEVICE=cuda (emu_test_device.h).
+const Device kEmu = DeviceUnderTest();
 
 // Element-wise math is the same per element on both backends (tolerance for libm differences).
 void ExpectClose(const std::vector<float>& got, const std::vector<float>& want) {

@@ -18,7 +18,8 @@
 namespace mcserve::kernels {
 namespace {
 
-constexpr Device kEmu = Device::kCudaEmu;
+// The device under test: cuda-emu, or cuda with MCSERVE_TEST_DEVICE=cuda (emu_test_device.h).
+const Device kEmu = DeviceUnderTest();
 
 // A random table [vocab, h] of `dtype` as raw bytes.
 std::vector<uint8_t> RandomTable(int64_t vocab, int64_t h, DType dtype, uint32_t seed) {

@@ -1,5 +1,6 @@
-// Test helpers for ops on the CUDA emulator: raw 16-bit weights, device tensors from raw bytes, and
-// running an emulated op under both thread schedules (which must agree bit for bit).
+// Test helpers for ops on the CUDA emulator (or a real GPU: emu_test_device.h): raw 16-bit weights,
+// device tensors from raw bytes, and running an emulated op under both thread schedules (which must
+// agree bit for bit).
 #pragma once
 
 #include <cmath>
@@ -14,6 +15,7 @@
 #include "kernels/cuda/device_runtime.h"
 #include "kernels/cuda/emu/emu.h"
 #include "random_inputs.h"
+#include "tests/unit/kernels/emu_test_device.h"
 
 namespace mcserve::kernels {
 
@@ -57,17 +59,10 @@ inline std::vector<uint8_t> RandomRaw(int64_t count, DType dtype, uint32_t seed)
   return bytes;
 }
 
-// Runs `run` under both schedules; requires bit-identical results and returns them.
+// Runs `run` under both schedules; requires bit-identical results and returns them. On a real GPU
+// (MCSERVE_TEST_DEVICE=cuda) runs it once.
 inline std::vector<float> RunBothSchedules(const std::function<std::vector<float>()>& run) {
-  std::vector<float> fwd, rev;
-  {
-    emu::ScopedSchedule s(emu::Schedule::kForward);
-    fwd = run();
-  }
-  {
-    emu::ScopedSchedule s(emu::Schedule::kReverse);
-    rev = run();
-  }
+  auto [fwd, rev] = RunSchedules(run);
   EXPECT_TRUE(fwd.size() == rev.size() && std::memcmp(fwd.data(), rev.data(), fwd.size() * sizeof(float)) == 0)
       << "schedules differ";
   return fwd;

@@ -13,6 +13,7 @@
 #include "kernels/cuda/emu/emu.h"
 #include "kernels/feature_map/feature_map.h"
 #include "random_inputs.h"
+#include "tests/unit/kernels/emu_test_device.h"
 
 namespace mcserve::kernels {
 namespace {
@@ -83,12 +84,8 @@ void CheckCase(MapCase c, float tol) {
   cpu_case.in_place = false;
   const MapResult cpu = RunMap(cpu_case, Device::kCpu);
   ASSERT_TRUE(cpu.status.ok()) << cpu.status;
-  MapResult emu[2];
-  for (int s = 0; s < 2; ++s) {
-    emu::ScopedSchedule sched(s == 0 ? emu::Schedule::kForward : emu::Schedule::kReverse);
-    emu[s] = RunMap(c, Device::kCudaEmu);
-    ASSERT_TRUE(emu[s].status.ok()) << emu[s].status;
-  }
+  const std::array<MapResult, 2> emu = RunSchedules([&] { return RunMap(c, DeviceUnderTest()); });
+  for (const MapResult& r : emu) ASSERT_TRUE(r.status.ok()) << r.status;
   ASSERT_EQ(emu[0].out.size(), cpu.out.size());
   int bad = 0;
   for (size_t i = 0; i < cpu.out.size() && bad < 5; ++i) {
@@ -161,7 +158,7 @@ TEST(FeatureMapEmuTest, InPlaceSameShapeKinds) {
 }
 
 TEST(FeatureMapEmuTest, InvalidInputFailsOnCudaEmu) {
-  const Device dev = Device::kCudaEmu;
+  const Device dev = DeviceUnderTest();
   const Context ctx{.device = dev};
   Tensor x = *Tensor::Zeros(DType::kF32, {2, 2, 8}, dev);
   Tensor w = *Tensor::Zeros(DType::kF32, {8, 8}, dev);

@@ -20,7 +20,8 @@
 namespace mcserve::kernels {
 namespace {
 
-constexpr Device kEmu = Device::kCudaEmu;
+// The device under test: cuda-emu, or cuda with MCSERVE_TEST_DEVICE=cuda (emu_test_device.h).
+const Device kEmu = DeviceUnderTest();
 
 void ExpectClose(const std::vector<float>& got, const std::vector<float>& want, const char* what) {
   ASSERT_EQ(got.size(), want.size());

@@ -17,7 +17,8 @@
 namespace mcserve::kernels {
 namespace {
 
-constexpr Device kEmu = Device::kCudaEmu;
+// The device under test: cuda-emu, or cuda with MCSERVE_TEST_DEVICE=cuda (emu_test_device.h).
+const Device kEmu = DeviceUnderTest();
 
 struct Case {
   int64_t rows, n;

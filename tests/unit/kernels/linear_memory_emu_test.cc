@@ -129,12 +129,8 @@ constexpr float kTol = 2e-5f;
 void CheckCase(const MemCase& c) {
   const MemResult cpu = RunMemory(c, kCalls, Device::kCpu);
   ASSERT_TRUE(cpu.status.ok()) << cpu.status;
-  MemResult emu[2];
-  for (int s = 0; s < 2; ++s) {
-    emu::ScopedSchedule sched(s == 0 ? emu::Schedule::kForward : emu::Schedule::kReverse);
-    emu[s] = RunMemory(c, kCalls, Device::kCudaEmu);
-    ASSERT_TRUE(emu[s].status.ok()) << emu[s].status;
-  }
+  const std::array<MemResult, 2> emu = RunSchedules([&] { return RunMemory(c, kCalls, DeviceUnderTest()); });
+  for (const MemResult& r : emu) ASSERT_TRUE(r.status.ok()) << r.status;
   ExpectNear(emu[0].out, cpu.out, kTol, "out");
   ExpectNear(emu[0].state, cpu.state, kTol, "state");
   ExpectNear(emu[0].aux, cpu.aux, kTol, "aux");
@@ -206,7 +202,7 @@ TEST(LinearMemoryEmuTest, OutOfRangeSlotOnDeviceWritesNanAndKeepsState) {
     c.vd = 8;
     c.Randomize(7);
     const std::vector<Call> calls = {{.lens = {2}, .slots = {5}, .seed = 9}};
-    const MemResult r = RunMemory(c, calls, Device::kCudaEmu);
+    const MemResult r = RunMemory(c, calls, DeviceUnderTest());
     ASSERT_TRUE(r.status.ok()) << r.status;
     EXPECT_EQ(r.state, c.state);
     EXPECT_EQ(r.aux, c.aux);
@@ -219,7 +215,7 @@ TEST(LinearMemoryEmuTest, InvalidInputFailsOnCudaEmu) {
   c.rule = LinearMemoryRule::kGatedDelta;
   c.vd = 8;
   c.Randomize(8);
-  const Device dev = Device::kCudaEmu;
+  const Device dev = DeviceUnderTest();
   const Context ctx{.device = dev};
   Tensor q = *Tensor::Zeros(DType::kF32, {2, 2, c.kd}, dev);
   Tensor k = *Tensor::Zeros(DType::kF32, {2, 1, c.kd}, dev);

@@ -10,6 +10,7 @@
 #include "kernels/cuda/emu/emu.h"
 #include "kernels/mc_pool/mc_pool.h"
 #include "random_inputs.h"
+#include "tests/unit/kernels/emu_test_device.h"
 
 namespace mcserve::kernels {
 namespace {
@@ -79,15 +80,7 @@ void ExpectClose(const std::vector<float>& got, const std::vector<float>& want, 
 PoolResult CheckAgainstCpu(const PoolCase& c) {
   const PoolResult cpu = RunPool(c, Device::kCpu);
   EXPECT_TRUE(cpu.status.ok()) << cpu.status;
-  PoolResult fwd, rev;
-  {
-    emu::ScopedSchedule s(emu::Schedule::kForward);
-    fwd = RunPool(c, Device::kCudaEmu);
-  }
-  {
-    emu::ScopedSchedule s(emu::Schedule::kReverse);
-    rev = RunPool(c, Device::kCudaEmu);
-  }
+  auto [fwd, rev] = RunSchedules([&] { return RunPool(c, DeviceUnderTest()); });
   EXPECT_TRUE(fwd.status.ok()) << fwd.status;
   EXPECT_TRUE(rev.status.ok()) << rev.status;
   ExpectClose(fwd.out, cpu.out, "out");
@@ -167,7 +160,7 @@ TEST(McPoolEmuTest, LevelPoolDevicePositionOutOfRangeGivesNaN) {
   c.slots = {0, 1};
   c.first = {6, 1};  // positions 6, 7, 8: 8 ≥ 2^3 (not validated on the host for device tensors)
   c.Randomize(31);
-  const PoolResult r = RunPool(c, Device::kCudaEmu);
+  const PoolResult r = RunPool(c, DeviceUnderTest());
   ASSERT_TRUE(r.status.ok()) << r.status;
   for (int64_t i = 0; i < c.hs * c.k; ++i) {
     EXPECT_FALSE(std::isnan(r.out[1 * c.hs * c.k + i]));  // position 7 fine
@@ -177,7 +170,7 @@ TEST(McPoolEmuTest, LevelPoolDevicePositionOutOfRangeGivesNaN) {
 }
 
 TEST(McPoolEmuTest, RejectsBadInputOnCudaEmu) {
-  const Device dev = Device::kCudaEmu;
+  const Device dev = DeviceUnderTest();
   Tensor k = *Tensor::Zeros(DType::kF32, {2, 2, 4}, dev);
   Tensor out = *Tensor::Zeros(DType::kF32, {2, 3, 4}, dev);  // Hs = 3 not a multiple of Hk = 2
   Tensor sum = *Tensor::Zeros(DType::kF32, {1, 3, 4}, dev);

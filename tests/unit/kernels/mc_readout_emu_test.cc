@@ -13,6 +13,7 @@
 #include "kernels/cuda/emu/emu.h"
 #include "kernels/mc_readout/mc_readout.h"
 #include "random_inputs.h"
+#include "tests/unit/kernels/emu_test_device.h"
 
 namespace mcserve::kernels {
 namespace {
@@ -115,15 +116,7 @@ constexpr float kTol = 1e-5f;
 std::vector<float> CheckAgainstCpu(const Case& c, const Options& o, bool alias_online = false) {
   const Result cpu = RunReadout(c, o, Device::kCpu, alias_online);
   EXPECT_TRUE(cpu.status.ok()) << cpu.status;
-  Result fwd, rev;
-  {
-    emu::ScopedSchedule s(emu::Schedule::kForward);
-    fwd = RunReadout(c, o, Device::kCudaEmu, alias_online);
-  }
-  {
-    emu::ScopedSchedule s(emu::Schedule::kReverse);
-    rev = RunReadout(c, o, Device::kCudaEmu, alias_online);
-  }
+  auto [fwd, rev] = RunSchedules([&] { return RunReadout(c, o, DeviceUnderTest(), alias_online); });
   EXPECT_TRUE(fwd.status.ok()) << fwd.status;
   EXPECT_TRUE(rev.status.ok()) << rev.status;
   EXPECT_EQ(fwd.out, rev.out) << "schedules differ";
@@ -184,13 +177,13 @@ TEST(McReadoutEmuTest, TopKTiesGoToTheLowerListPosition) {
     }
   }
   const Options o{.kind = McCombine::kTopKSoftmax, .top_k = 1};
-  const Result r1 = RunReadout(one, o, Device::kCudaEmu), r2 = RunReadout(swapped, o, Device::kCudaEmu);
+  const Result r1 = RunReadout(one, o, DeviceUnderTest()), r2 = RunReadout(swapped, o, DeviceUnderTest());
   ASSERT_TRUE(r1.status.ok() && r2.status.ok());
   EXPECT_EQ(r1.out, r2.out);
   // ...while replacing the first listed page of each group does.
   Case changed = one;
   for (int32_t p : one.lists[0]) changed.mem[p] = RandomVector(c.hs * c.k * c.v, 950 + p);
-  EXPECT_NE(RunReadout(changed, o, Device::kCudaEmu).out, r1.out);
+  EXPECT_NE(RunReadout(changed, o, DeviceUnderTest()).out, r1.out);
 }
 
 TEST(McReadoutEmuTest, ExtremeScoresAndAliasing) {
@@ -207,11 +200,11 @@ TEST(McReadoutEmuTest, ExtremeScoresAndAliasing) {
 TEST(McReadoutEmuTest, NoPagesGivesTheOnlineReadOut) {
   const Case c = RandomCase(/*t=*/3, /*hs=*/2, /*k=*/4, /*v=*/7, /*num_pages=*/0, 6);
   for (McCombine kind : {McCombine::kSoftmax, McCombine::kTopKSoftmax}) {
-    const Result r = RunReadout(c, {.kind = kind}, Device::kCudaEmu);
+    const Result r = RunReadout(c, {.kind = kind}, DeviceUnderTest());
     ASSERT_TRUE(r.status.ok()) << r.status;
     EXPECT_EQ(r.out, c.online);  // γ_on is exactly 1
   }
-  const Result r = RunReadout(c, {.kind = McCombine::kSum, .online_weight = 0.5f}, Device::kCudaEmu);
+  const Result r = RunReadout(c, {.kind = McCombine::kSum, .online_weight = 0.5f}, DeviceUnderTest());
   ASSERT_TRUE(r.status.ok()) << r.status;
   for (size_t i = 0; i < r.out.size(); ++i) EXPECT_EQ(r.out[i], 0.5f * c.online[i]);
 }
@@ -219,14 +212,14 @@ TEST(McReadoutEmuTest, NoPagesGivesTheOnlineReadOut) {
 TEST(McReadoutEmuTest, RejectsBadInputOnCudaEmu) {
   Case c = RandomCase(/*t=*/3, /*hs=*/1, /*k=*/4, /*v=*/4, /*num_pages=*/2, 7);
   c.lists[0].push_back(2);  // page 2 of 2
-  Result r = RunReadout(c, {.kind = McCombine::kSoftmax}, Device::kCudaEmu);
+  Result r = RunReadout(c, {.kind = McCombine::kSoftmax}, DeviceUnderTest());
   EXPECT_EQ(r.status.code(), absl::StatusCode::kInvalidArgument) << r.status;
   EXPECT_NE(r.status.message().find("token_pages"), std::string::npos) << r.status;
   c.lists[0].pop_back();
-  r = RunReadout(c, {.kind = McCombine::kTopKSoftmax, .top_k = 0}, Device::kCudaEmu);
+  r = RunReadout(c, {.kind = McCombine::kTopKSoftmax, .top_k = 0}, DeviceUnderTest());
   EXPECT_EQ(r.status.code(), absl::StatusCode::kInvalidArgument) << r.status;
   // A page left on the CPU while the call runs on cuda-emu.
-  const Device dev = Device::kCudaEmu;
+  const Device dev = DeviceUnderTest();
   Tensor q = *Tensor::Zeros(DType::kF32, {1, 1, 4}, dev), online = *Tensor::Zeros(DType::kF32, {1, 1, 4}, dev);
   Tensor out = *Tensor::Zeros(DType::kF32, {1, 1, 4}, dev);
   Tensor mem = *Tensor::Zeros(DType::kF32, {1, 4, 4}, Device::kCpu);

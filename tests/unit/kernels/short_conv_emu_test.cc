@@ -102,12 +102,8 @@ ConvResult RunConv(const ConvCase& c, const std::vector<Call>& calls, Device dev
 void CheckCase(const ConvCase& c, const std::vector<Call>& calls) {
   const ConvResult cpu = RunConv(c, calls, Device::kCpu);
   ASSERT_TRUE(cpu.status.ok()) << cpu.status;
-  ConvResult emu[2];
-  for (int s = 0; s < 2; ++s) {
-    emu::ScopedSchedule sched(s == 0 ? emu::Schedule::kForward : emu::Schedule::kReverse);
-    emu[s] = RunConv(c, calls, Device::kCudaEmu);
-    ASSERT_TRUE(emu[s].status.ok()) << emu[s].status;
-  }
+  const std::array<ConvResult, 2> emu = RunSchedules([&] { return RunConv(c, calls, DeviceUnderTest()); });
+  for (const ConvResult& r : emu) ASSERT_TRUE(r.status.ok()) << r.status;
   ExpectNear(emu[0].out, cpu.out, 1e-6f, "out");
   ExpectNear(emu[0].state, cpu.state, 0.0f, "state");  // pure copies
   EXPECT_EQ(std::memcmp(emu[0].out.data(), emu[1].out.data(), emu[0].out.size() * 4), 0);
@@ -160,10 +156,10 @@ TEST(ShortConvEmuTest, StateIsActuallyUsedAndWritten) {
   c.d = 20;
   c.Randomize(5);
   const std::vector<Call> calls = {{.lens = {2}, .slots = {1}, .seed = 7}};
-  const ConvResult a = RunConv(c, calls, Device::kCudaEmu);
+  const ConvResult a = RunConv(c, calls, DeviceUnderTest());
   ASSERT_TRUE(a.status.ok()) << a.status;
   for (float& s : c.state) s += 1.0f;
-  const ConvResult b = RunConv(c, calls, Device::kCudaEmu);
+  const ConvResult b = RunConv(c, calls, DeviceUnderTest());
   ASSERT_TRUE(b.status.ok()) << b.status;
   EXPECT_NE(a.out, b.out);
   // Slot 1's last two history rows are now this call's two inputs, identical in both runs.
@@ -172,7 +168,7 @@ TEST(ShortConvEmuTest, StateIsActuallyUsedAndWritten) {
 }
 
 TEST(ShortConvEmuTest, InvalidInputFailsOnCudaEmu) {
-  const Device dev = Device::kCudaEmu;
+  const Device dev = DeviceUnderTest();
   const Context ctx{.device = dev};
   Tensor x = *Tensor::Zeros(DType::kF32, {3, 8}, dev);
   Tensor w = *Tensor::Zeros(DType::kF32, {8, 1, 4}, dev);
