@@ -348,6 +348,14 @@ absl::Status MemoryStage::Aggregate(const Context& ctx, std::span<const PieceEnt
   // Constant segmentation keeps a running sum for residual/mean; logarithmic sums explicit pages.
   const bool summed = (mc_->aggregation == McAggregation::kResidual || mc_->aggregation == McAggregation::kMean) &&
                       mc_->segmentation == McSegmentation::kConstant;
+  CheckpointStore& store = *batch.checkpoints;
+  if (mc_->aggregation == McAggregation::kSsc) {
+    for (const PieceEntry& e : entries) {
+      if (!store.AllOnDevice(batch.slots[e.seq], layer_)) {
+        return AggregateRouted(ctx, entries, begin, end, batch, q, u, pools, o);
+      }
+    }
+  }
   std::vector<Tensor> sums;  // the slots' running sums (summed aggregations), stable below
   sums.reserve(entries.size());
   std::vector<kernels::McPage> pages;
@@ -355,7 +363,7 @@ absl::Status MemoryStage::Aggregate(const Context& ctx, std::span<const PieceEnt
   size_t cached = 0;  // checkpoints of the (last) entry's slot
   for (const Piece::Entry& e : entries) {
     const int slot = batch.slots[e.seq];
-    const std::span<const McCheckpoint> cps = batch.checkpoints->Checkpoints(slot, layer_);
+    const std::span<const McCheckpoint> cps = store.Checkpoints(slot, layer_);
     // Summed aggregations keep only the running sum; the closed-segment count follows from the position.
     cached = summed ? static_cast<size_t>(CachedSegments(batch.positions[e.seq] + (e.begin - batch.cu[e.seq]) + 1,
                                                          mc_->segment_size))
@@ -368,9 +376,12 @@ absl::Status MemoryStage::Aggregate(const Context& ctx, std::span<const PieceEnt
       ids.push_back(static_cast<int32_t>(pages.size()));
       pages.push_back({.memory = &sums.back()});
     } else if (!summed) {
-      for (const McCheckpoint& cp : cps) {
+      std::vector<int32_t> all(cps.size());
+      for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int32_t>(i);
+      MCSERVE_ASSIGN_OR_RETURN(std::vector<const Tensor*> memories, store.Stage(slot, layer_, all));
+      for (size_t i = 0; i < cps.size(); ++i) {
         ids.push_back(static_cast<int32_t>(pages.size()));
-        pages.push_back({.memory = &cp.memory, .pooled_key = &cp.pooled_key});
+        pages.push_back({.memory = memories[i], .pooled_key = &cps[i].pooled_key});
       }
     }
     for (int64_t r = e.begin; r < e.end; ++r) {
@@ -378,6 +389,13 @@ absl::Status MemoryStage::Aggregate(const Context& ctx, std::span<const PieceEnt
       offsets.push_back(static_cast<int32_t>(token_pages.size()));
     }
   }
+  return Readout(ctx, begin, end, pages, offsets, token_pages, cached, q, u, pools, o);
+}
+
+absl::Status MemoryStage::Readout(const Context& ctx, int64_t begin, int64_t end, std::span<const kernels::McPage> pages,
+                                  std::span<const int32_t> offsets, std::span<const int32_t> token_pages,
+                                  size_t cached, const Tensor& q, const Tensor& u, const Tensor& pools,
+                                  Tensor* o) const {
   MCSERVE_ASSIGN_OR_RETURN(Tensor offsets_t,
                            Tensor::FromHostI32(offsets, {static_cast<int64_t>(offsets.size())}, ctx.device));
   MCSERVE_ASSIGN_OR_RETURN(Tensor pages_t,

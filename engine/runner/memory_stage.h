@@ -17,6 +17,7 @@
 #include "engine/runner/weight_binder.h"
 #include "kernels/core/context.h"
 #include "kernels/linear_memory/linear_memory.h"
+#include "kernels/mc_readout/mc_readout.h"
 
 namespace mcserve::engine {
 
@@ -88,6 +89,17 @@ class MemoryStage {
   absl::Status Aggregate(const kernels::Context& ctx, std::span<const PieceEntry> entries, int64_t begin,
                          int64_t end, const MixerBatch& batch, const kernels::Tensor& q, const kernels::Tensor& u,
                          const kernels::Tensor& pools, LayerState& state, kernels::Tensor* o) const;
+  // The McReadout of rows [begin, end): token begin + t reads pages[token_pages[offsets[t] ..
+  // offsets[t + 1])]; `cached` is the closed-segment count the mean's weights need.
+  absl::Status Readout(const kernels::Context& ctx, int64_t begin, int64_t end, std::span<const kernels::McPage> pages,
+                       std::span<const int32_t> offsets, std::span<const int32_t> token_pages, size_t cached,
+                       const kernels::Tensor& q, const kernels::Tensor& u, const kernels::Tensor& pools,
+                       kernels::Tensor* o) const;
+  // SSC when some checkpoints are on the host tier (memory_stage_routed.cc): route first, stage only
+  // the selected pages into the hot sets, then read them, in rounds that keep each hot set small.
+  absl::Status AggregateRouted(const kernels::Context& ctx, std::span<const PieceEntry> entries, int64_t begin,
+                               int64_t end, const MixerBatch& batch, const kernels::Tensor& q,
+                               const kernels::Tensor& u, const kernels::Tensor& pools, kernels::Tensor* o) const;
   // Freezes slot's segment ending at `last_token` (its pool is row `row` of pools) and, in
   // independent mode, restarts the memory.
   absl::Status CloseSegment(const kernels::Context& ctx, int slot, int64_t last_token, int64_t row,

@@ -60,10 +60,10 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir, const
   return m;
 }
 
-absl::StatusOr<StatePool> Model::NewStatePool(int num_slots) const {
+absl::StatusOr<StatePool> Model::NewStatePool(int num_slots, const CheckpointStoreOptions& checkpoints) const {
   std::vector<std::vector<StateSpec>> specs;
   for (const Block& b : blocks_) specs.push_back(b.mixer->StateSpecs());
-  return StatePool::Create(specs, num_slots, ctx_.device);
+  return StatePool::Create(specs, num_slots, ctx_.device, checkpoints);
 }
 
 absl::Status Model::RunBlock(const Block& b, Tensor& h, const MixerBatch& batch, LayerState& state) const {

@@ -45,8 +45,9 @@ class Model {
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   const kernels::Context& context() const { return ctx_; }
 
-  // A pool of `num_slots` zeroed state slots shaped for this model.
-  absl::StatusOr<StatePool> NewStatePool(int num_slots) const;
+  // A pool of `num_slots` zeroed state slots shaped for this model, with a checkpoint store of the
+  // given tier budgets.
+  absl::StatusOr<StatePool> NewStatePool(int num_slots, const CheckpointStoreOptions& checkpoints = {}) const;
 
   // Runs the chunks (distinct slots) as one batch, updating their states. Returns logits
   // [R, vocab] on the model's device: per chunk in order, every row if all_logits else the last.

@@ -16,7 +16,8 @@ Tensor& LayerState::at(const std::string& name) {
 }
 
 absl::StatusOr<StatePool> StatePool::Create(const std::vector<std::vector<StateSpec>>& layer_specs,
-                                            int num_slots, kernels::Device device) {
+                                            int num_slots, kernels::Device device,
+                                            const CheckpointStoreOptions& checkpoints) {
   if (num_slots <= 0) return absl::InvalidArgumentError(absl::StrCat("state pool needs slots, got ", num_slots));
   StatePool pool;
   pool.num_slots_ = num_slots;
@@ -32,7 +33,8 @@ absl::StatusOr<StatePool> StatePool::Create(const std::vector<std::vector<StateS
   }
   for (int s = num_slots - 1; s >= 0; --s) pool.free_.push_back(s);
   pool.positions_.assign(num_slots, 0);
-  pool.checkpoints_ = std::make_unique<LocalCheckpointStore>(num_slots, static_cast<int>(layer_specs.size()), device);
+  pool.checkpoints_ = std::make_unique<CheckpointStore>(num_slots, static_cast<int>(layer_specs.size()), device,
+                                                       checkpoints);
   return pool;
 }
 

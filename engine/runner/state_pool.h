@@ -34,9 +34,11 @@ class LayerState {
 
 class StatePool {
  public:
-  // Allocates num_slots slots for layers with the given specs, all zero, all free.
+  // Allocates num_slots slots for layers with the given specs, all zero, all free, and a checkpoint
+  // store with the given tier budgets.
   static absl::StatusOr<StatePool> Create(const std::vector<std::vector<StateSpec>>& layer_specs,
-                                          int num_slots, kernels::Device device);
+                                          int num_slots, kernels::Device device,
+                                          const CheckpointStoreOptions& checkpoints = {});
 
   int num_slots() const { return num_slots_; }
   int num_free() const { return static_cast<int>(free_.size()); }

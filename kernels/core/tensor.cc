@@ -180,14 +180,17 @@ absl::Status Tensor::CopyFromHost(std::span<const float> values) {
 }
 
 absl::Status Tensor::CopyFrom(const Tensor& src) {
-  if (src.dtype_ != dtype_ || src.numel() != numel() || src.device_ != device_ || read_only_) {
+  const bool devices_ok = src.device_ == device_ || src.device_ == Device::kCpu || device_ == Device::kCpu;
+  if (src.dtype_ != dtype_ || src.numel() != numel() || !devices_ok || read_only_) {
     return absl::InvalidArgumentError(absl::StrCat("CopyFrom ", src.DebugString(), " into ", DebugString()));
   }
   if (nbytes() == 0) return absl::OkStatus();
-  if (device_ == Device::kCpu) {
+  if (device_ == Device::kCpu && src.device_ == Device::kCpu) {
     std::memmove(data_, src.data_, nbytes());
     return absl::OkStatus();
   }
+  if (src.device_ == Device::kCpu) return CopyIn(*this, src.data_, nbytes());  // host → device
+  if (device_ == Device::kCpu) return CopyOut(src, data_, nbytes());          // device → host
   MCSERVE_ASSIGN_OR_RETURN(DeviceRuntime * runtime, RuntimeFor(device_));
   return runtime->CopyDeviceToDevice(data_, src.data_, nbytes());
 }

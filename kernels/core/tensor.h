@@ -39,7 +39,8 @@ class Tensor {
   absl::StatusOr<std::vector<int32_t>> ToHostI32() const;
   // Overwrites this tensor's contents from host floats (F32 tensors only; sizes must match).
   absl::Status CopyFromHost(std::span<const float> values);
-  // Copies all of `src` (same dtype, numel and device) into this tensor.
+  // Copies all of `src` (same dtype and numel) into this tensor: within a device, or between the host
+  // and a device (never between two different devices).
   absl::Status CopyFrom(const Tensor& src);
 
   // A view of rows [begin, end) of the first dimension; shares storage.

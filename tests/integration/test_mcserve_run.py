@@ -73,6 +73,28 @@ def test_cuda_emu_device_generates_the_same_greedy_text_as_cpu():
     assert run(*args, *mc, "--device", "cpu").stdout == run(*args, *mc, "--device", "cuda-emu").stdout
 
 
+def test_ssc_with_checkpoints_on_the_host_tier_stages_them_and_generates_the_same_text():
+    args = ("--model", FIXTURE, "--prompt", "The cat watched the gulls from the window sill", "--temperature", "0",
+            "--max-tokens", "16", "--mc-aggregation", "ssc", "--mc-segment-size", "4", "--mc-top-k", "2",
+            "--device", "cuda-emu")
+    resident = run(*args)
+    staged = run(*args, "--checkpoint-device-mib", "0", "--ssc-hot-pages", "2")
+    assert resident.returncode == 0 and staged.returncode == 0, staged.stderr
+    assert staged.stdout == resident.stdout and staged.stdout.strip()
+    assert " 0 on the host tier, 0 staged" in resident.stderr.decode()
+    assert "0 on the device tier" in staged.stderr.decode()
+    assert " 0 staged" not in staged.stderr.decode()
+
+
+def test_full_checkpoint_store_is_a_clear_error():
+    r = run("--model", FIXTURE, "--prompt", "The cat watched the gulls from the window sill", "--max-tokens", "4",
+            "--mc-aggregation", "grm", "--mc-segment-size", "4", "--checkpoint-device-mib", "0",
+            "--checkpoint-host-mib", "0")
+    expect_error(r, "checkpoint store full", "device tier", "host tier")
+    expect_error(run("--prompt", "hi", "--checkpoint-device-mib", "-3"), "--checkpoint-device-mib", "-3")
+    expect_error(run("--prompt", "hi", "--ssc-hot-pages", "-1"), "--ssc-hot-pages")
+
+
 def test_unknown_device():
     expect_error(run("--prompt", "hi", "--device", "tpu"), "--device", "tpu")
 

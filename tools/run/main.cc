@@ -15,6 +15,7 @@
 #include "engine/model/tokenizer.h"
 #include "engine/runner/generate.h"
 #include "engine/runner/model.h"
+#include "kernels/core/status_macros.h"
 #include "kernels/cuda/device_runtime.h"
 
 ABSL_FLAG(std::string, model, "", "Model directory (config.json, model.safetensors, tokenizer.model); "
@@ -39,6 +40,12 @@ ABSL_FLAG(std::string, mc_gate, "", "Memory Caching gate input: q or u_proj");
 ABSL_FLAG(std::string, mc_pool, "", "Memory Caching key pooling: mean or sum");
 ABSL_FLAG(std::string, mc_top_k, "", "Memory Caching: segments SSC's router keeps per token");
 ABSL_FLAG(std::string, mc_mean_combine, "", "Memory Caching mean aggregation: add or average");
+ABSL_FLAG(double, checkpoint_device_mib, -1,
+          "Memory Caching checkpoints: MiB of memories kept on the device tier; the rest go to the host "
+          "tier. -1 = unlimited");
+ABSL_FLAG(double, checkpoint_host_mib, -1, "Memory Caching checkpoints: MiB of the host tier; -1 = unlimited");
+ABSL_FLAG(int, ssc_hot_pages, 32,
+          "SSC: host-tier checkpoint pages kept staged on the device per layer between steps");
 ABSL_FLAG(std::string, mc_layers, "", "Memory Caching layers: all, or a comma-separated list of indices");
 
 namespace {
@@ -63,6 +70,25 @@ std::map<std::string, std::string> McOverrides() {
     if (!value.empty()) overrides[field] = value;
   }
   return overrides;
+}
+
+// --checkpoint-*-mib and --ssc-hot-pages as store options.
+absl::StatusOr<mcserve::engine::CheckpointStoreOptions> CheckpointOptions() {
+  const auto bytes = [](const char* flag, double mib) -> absl::StatusOr<int64_t> {
+    if (mib == -1) return -1;
+    if (!(mib >= 0 && mib < 1e9)) {
+      return absl::InvalidArgumentError(absl::StrCat("--", flag, ": ", mib, " is not a size in MiB (or -1)"));
+    }
+    return static_cast<int64_t>(mib * 1024 * 1024);
+  };
+  mcserve::engine::CheckpointStoreOptions options;
+  MCSERVE_ASSIGN_OR_RETURN(options.device_bytes, bytes("checkpoint-device-mib", absl::GetFlag(FLAGS_checkpoint_device_mib)));
+  MCSERVE_ASSIGN_OR_RETURN(options.host_bytes, bytes("checkpoint-host-mib", absl::GetFlag(FLAGS_checkpoint_host_mib)));
+  options.hot_pages = absl::GetFlag(FLAGS_ssc_hot_pages);
+  if (options.hot_pages < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("--ssc-hot-pages: ", options.hot_pages, " is negative"));
+  }
+  return options;
 }
 
 // --device, resolved: the default is cuda when a GPU is usable, else cpu.
@@ -90,7 +116,9 @@ int Run() {
   if (const auto& mc = (*model)->config().memory_caching) {
     std::fprintf(stderr, "mcserve-run: memory caching: %s\n", mcserve::engine::DescribeMcConfig(*mc).c_str());
   }
-  auto pool = (*model)->NewStatePool(1);
+  auto store_options = CheckpointOptions();
+  if (!store_options.ok()) return Fail(store_options.status());
+  auto pool = (*model)->NewStatePool(1, *store_options);
   if (!pool.ok()) return Fail(pool.status());
   auto slot = pool->Acquire();
   if (!slot.ok()) return Fail(slot.status());
@@ -122,6 +150,12 @@ int Run() {
   const std::string rest = detok.Flush();
   std::fwrite(rest.data(), 1, rest.size(), stdout);
   std::fputc('\n', stdout);
+  if ((*model)->config().memory_caching) {
+    const auto stats = pool->checkpoints().stats();
+    std::fprintf(stderr, "mcserve-run: checkpoints: %lld on the device tier, %lld on the host tier, %lld staged\n",
+                 static_cast<long long>(stats.device_pages), static_cast<long long>(stats.host_pages),
+                 static_cast<long long>(stats.stagings));
+  }
   return 0;
 }
 

@@ -37,11 +37,24 @@ TEST(TensorDeviceTest, EmulatedDeviceRoundTrips) {
   EXPECT_EQ((*runtime)->bytes_in_use(), in_use);  // storage went back to the cache
 }
 
-TEST(TensorDeviceTest, CopyBetweenDevicesIsRefused) {
+TEST(TensorDeviceTest, CopyBetweenHostAndDevice) {
+  auto cpu = Tensor::FromHost(std::vector<float>{1, 2, 3}, {3}, Device::kCpu);
+  auto emu = Tensor::Zeros(DType::kF32, {3}, Device::kCudaEmu);
+  auto back = Tensor::Zeros(DType::kF32, {3}, Device::kCpu);
+  ASSERT_TRUE(cpu.ok() && emu.ok() && back.ok());
+  ASSERT_TRUE(emu->CopyFrom(*cpu).ok());   // host → device
+  ASSERT_TRUE(back->CopyFrom(*emu).ok());  // device → host
+  EXPECT_EQ(*back->ToHostF32(), (std::vector<float>{1, 2, 3}));
+  EXPECT_EQ(*emu->ToHostF32(), (std::vector<float>{1, 2, 3}));
+}
+
+TEST(TensorDeviceTest, CopyBetweenTwoDevicesOrMismatchedTensorsIsRefused) {
   auto cpu = Tensor::FromHost(std::vector<float>{1, 2}, {2}, Device::kCpu);
-  auto emu = Tensor::Zeros(DType::kF32, {2}, Device::kCudaEmu);
-  ASSERT_TRUE(cpu.ok() && emu.ok());
-  EXPECT_EQ(emu->CopyFrom(*cpu).code(), absl::StatusCode::kInvalidArgument);
+  auto emu = Tensor::Zeros(DType::kF32, {3}, Device::kCudaEmu);
+  auto emu_i32 = Tensor::Zeros(DType::kI32, {2}, Device::kCudaEmu);
+  ASSERT_TRUE(cpu.ok() && emu.ok() && emu_i32.ok());
+  EXPECT_EQ(emu->CopyFrom(*cpu).code(), absl::StatusCode::kInvalidArgument);      // numel
+  EXPECT_EQ(emu_i32->CopyFrom(*cpu).code(), absl::StatusCode::kInvalidArgument);  // dtype
 }
 
 TEST(TensorDeviceTest, RealCudaWithoutAGpuFailsCleanly) {

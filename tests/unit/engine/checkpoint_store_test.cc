@@ -1,0 +1,152 @@
+// CheckpointStore: tier placement by byte budget, accounting, staging of host pages into the hot set
+// (hits, LRU trimming, never evicting a page of the current call), drops and clears, full-store
+// errors — on the CPU backend and on the emulated CUDA device (where the tiers are really apart).
+#include "engine/mc/checkpoint_store.h"
+
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "gtest/gtest.h"
+
+namespace mcserve::engine {
+namespace {
+
+using kernels::Device;
+using kernels::Tensor;
+
+constexpr int64_t kHs = 2, kK = 3, kV = 4;
+constexpr int64_t kPageBytes = kHs * kK * kV * 4;  // one memory
+
+class CheckpointStoreTest : public ::testing::TestWithParam<Device> {
+ protected:
+  Device device() const { return GetParam(); }
+  // Freezes a page whose memory is all `value` and pooled key all −value.
+  absl::Status FreezeValue(CheckpointStore& store, int slot, int layer, float value, int64_t last) {
+    auto memory = Tensor::FromHost(std::vector<float>(kHs * kK * kV, value), {kHs, kK, kV}, device());
+    auto key = Tensor::FromHost(std::vector<float>(kHs * kK, -value), {kHs, kK}, device());
+    if (!memory.ok()) return memory.status();
+    if (!key.ok()) return key.status();
+    return store.Freeze(slot, layer, *memory, *key, {last - 3, last, 0});
+  }
+  static float FirstValue(const Tensor& t) { return (*t.ToHostF32())[0]; }
+};
+
+TEST_P(CheckpointStoreTest, PagesBeyondTheDeviceBudgetGoToTheHostTier) {
+  CheckpointStore store(2, 2, device(), {.device_bytes = 2 * kPageBytes, .hot_pages = 1});
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(FreezeValue(store, 1, 0, 10.0f + i, 4 * (i + 1)).ok());
+  const auto cps = store.Checkpoints(1, 0);
+  ASSERT_EQ(cps.size(), 4u);
+  EXPECT_EQ(cps[0].tier, CheckpointTier::kDevice);
+  EXPECT_EQ(cps[1].tier, CheckpointTier::kDevice);
+  EXPECT_EQ(cps[2].tier, CheckpointTier::kHost);
+  EXPECT_EQ(cps[3].tier, CheckpointTier::kHost);
+  EXPECT_EQ(cps[2].memory.device(), Device::kCpu);
+  EXPECT_EQ(cps[2].pooled_key.device(), device());  // keys always on the device
+  EXPECT_EQ(cps[3].segment.last, 16);
+  const CheckpointStoreStats s = store.stats();
+  EXPECT_EQ(s.device_pages, 2);
+  EXPECT_EQ(s.host_pages, 2);
+  EXPECT_EQ(s.host_bytes, 2 * kPageBytes);
+  EXPECT_EQ(s.device_bytes, 2 * kPageBytes + 4 * kHs * kK * 4);
+  EXPECT_FALSE(store.AllOnDevice(1, 0));
+  EXPECT_TRUE(store.AllOnDevice(1, 1));
+  EXPECT_TRUE(store.AllOnDevice(0, 0));
+}
+
+TEST_P(CheckpointStoreTest, StagingCopiesHostPagesAndReusesTheHotSet) {
+  CheckpointStore store(1, 1, device(), {.device_bytes = 0, .hot_pages = 1});
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(FreezeValue(store, 0, 0, 10.0f + i, 4 * (i + 1)).ok());
+  ASSERT_EQ(store.stats().host_pages, 3);
+
+  const std::vector<int32_t> both = {0, 2};
+  auto staged = store.Stage(0, 0, both);
+  ASSERT_TRUE(staged.ok()) << staged.status();
+  ASSERT_EQ(staged->size(), 2u);
+  EXPECT_EQ((*staged)[0]->device(), device());
+  EXPECT_EQ(FirstValue(*(*staged)[0]), 10.0f);
+  EXPECT_EQ(FirstValue(*(*staged)[1]), 12.0f);
+  // Both pages of the call stay although the hot set holds one page.
+  EXPECT_EQ(store.stats().stagings, 2);
+  EXPECT_EQ(store.stats().hot_pages, 2);
+
+  // Next call: page 2 is found staged (a hit); page 0, unused now, is trimmed away.
+  const std::vector<int32_t> last = {2};
+  staged = store.Stage(0, 0, last);
+  ASSERT_TRUE(staged.ok());
+  EXPECT_EQ(FirstValue(*(*staged)[0]), 12.0f);
+  EXPECT_EQ(store.stats().hot_hits, 1);
+  EXPECT_EQ(store.stats().stagings, 2);
+  EXPECT_EQ(store.stats().hot_pages, 1);
+  EXPECT_EQ(store.stats().hot_bytes, kPageBytes);
+
+  // Page 0 again: staged anew (a miss), page 2 trimmed.
+  const std::vector<int32_t> first = {0};
+  staged = store.Stage(0, 0, first);
+  ASSERT_TRUE(staged.ok());
+  EXPECT_EQ(FirstValue(*(*staged)[0]), 10.0f);
+  EXPECT_EQ(store.stats().stagings, 3);
+  EXPECT_EQ(store.stats().hot_pages, 1);
+}
+
+TEST_P(CheckpointStoreTest, DeviceTierPagesAreReadInPlace) {
+  CheckpointStore store(1, 1, device());
+  ASSERT_TRUE(FreezeValue(store, 0, 0, 5.0f, 4).ok());
+  const std::vector<int32_t> one = {0};
+  auto staged = store.Stage(0, 0, one);
+  ASSERT_TRUE(staged.ok());
+  EXPECT_EQ((*staged)[0], &store.Checkpoints(0, 0)[0].memory);
+  EXPECT_EQ(store.stats().stagings, 0);
+}
+
+TEST_P(CheckpointStoreTest, DropsAndClearsReleaseTiersAndHotPages) {
+  CheckpointStore store(2, 1, device(), {.device_bytes = kPageBytes, .hot_pages = 4});
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(FreezeValue(store, 0, 0, 1.0f + i, 4 * (i + 1)).ok());
+  ASSERT_TRUE(FreezeValue(store, 1, 0, 7.0f, 4).ok());
+  const std::vector<int32_t> host_pages = {1, 2};
+  ASSERT_TRUE(store.Stage(0, 0, host_pages).ok());
+  EXPECT_EQ(store.stats().hot_pages, 2);
+
+  store.DropNewest(0, 0, 1);  // a host page and its staged copy
+  EXPECT_EQ(store.Checkpoints(0, 0).size(), 2u);
+  EXPECT_EQ(store.stats().host_pages, 2);  // slot 0's page 1 and slot 1's page
+  EXPECT_EQ(store.stats().hot_pages, 1);
+
+  store.Clear(0);
+  EXPECT_TRUE(store.Checkpoints(0, 0).empty());
+  EXPECT_EQ(store.stats().hot_pages, 0);
+  EXPECT_EQ(store.stats().device_pages, 0);
+  EXPECT_EQ(store.stats().host_pages, 1);
+  store.Clear(1);
+  EXPECT_EQ(store.bytes(), 0);
+  // The device tier has room again.
+  ASSERT_TRUE(FreezeValue(store, 0, 0, 3.0f, 4).ok());
+  EXPECT_EQ(store.Checkpoints(0, 0)[0].tier, CheckpointTier::kDevice);
+}
+
+TEST_P(CheckpointStoreTest, AFullStoreRefusesWithBothBudgets) {
+  CheckpointStore store(1, 3, device(), {.device_bytes = kPageBytes, .host_bytes = kPageBytes});
+  ASSERT_TRUE(FreezeValue(store, 0, 2, 1.0f, 4).ok());
+  ASSERT_TRUE(FreezeValue(store, 0, 2, 2.0f, 8).ok());
+  const absl::Status full = FreezeValue(store, 0, 2, 3.0f, 12);
+  EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(absl::StrContains(full.message(), "layer 2")) << full;
+  EXPECT_TRUE(absl::StrContains(full.message(), "device tier (96 of 96 bytes used)")) << full;
+  EXPECT_TRUE(absl::StrContains(full.message(), "host tier (96 of 96 bytes used)")) << full;
+  EXPECT_EQ(store.Checkpoints(0, 2).size(), 2u);  // nothing half-added
+  EXPECT_EQ(store.bytes(), 2 * kPageBytes + 2 * kHs * kK * 4);
+}
+
+TEST_P(CheckpointStoreTest, StagingAnIndexOutOfRangeIsAnError) {
+  CheckpointStore store(1, 1, device(), {.device_bytes = 0});
+  ASSERT_TRUE(FreezeValue(store, 0, 0, 1.0f, 4).ok());
+  const std::vector<int32_t> bad = {0, 1};
+  auto staged = store.Stage(0, 0, bad);
+  EXPECT_EQ(staged.status().code(), absl::StatusCode::kOutOfRange);
+  EXPECT_TRUE(absl::StrContains(staged.status().message(), "checkpoint 1 of slot 0 layer 0")) << staged.status();
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, CheckpointStoreTest, ::testing::Values(Device::kCpu, Device::kCudaEmu),
+                         [](const auto& info) { return info.param == Device::kCpu ? "cpu" : "cuda_emu"; });
+
+}  // namespace
+}  // namespace mcserve::engine
