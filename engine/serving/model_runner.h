@@ -1,0 +1,55 @@
+// ModelRunner: what the scheduler needs from a loaded model — state slots, one batched forward step,
+// and prefix reuse — so that scheduling is tested with a fake runner and served with the real one
+// (RecurrentRunner: Model + StatePool + CheckpointStore). Scheduler thread only.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace mcserve::engine {
+
+// One sequence of a step: run `tokens` (≥ 1) through the state in `slot`.
+struct StepSequence {
+  int slot = 0;
+  std::span<const int32_t> tokens;
+};
+
+// Counters of the runner's slots and checkpoint store, for the Engine's stats snapshot.
+struct RunnerStats {
+  int64_t device_pages = 0, host_pages = 0;  // checkpoint pages per tier
+  int64_t referenced_pages = 0;              // pages a running sequence holds
+  int64_t stagings = 0;                      // host → device page copies
+  int64_t prefix_hits = 0, prefix_misses = 0;
+  int64_t prefix_cached_tokens = 0;          // prompt tokens skipped thanks to prefix reuse
+  int64_t evictions = 0;                     // unreferenced pages dropped to make room
+};
+
+class ModelRunner {
+ public:
+  virtual ~ModelRunner() = default;
+
+  // State slots: the most sequences that can run at once.
+  virtual int num_slots() const = 0;
+  virtual int vocab_size() const = 0;
+  // Prefill chunks should end on multiples of this many tokens (segment boundaries, where the state
+  // is snapshotted for prefix reuse); 0 = any length.
+  virtual int64_t boundary_tokens() const = 0;
+
+  // Starts a sequence in the free slot `slot` with `prompt` (≥ 1 token): resumes from the longest
+  // cached prefix of whole segments, always leaving at least one prompt token to run, and returns
+  // how many prompt tokens that covered (0 on a miss). RESOURCE_EXHAUSTED when the checkpoint store
+  // has no room for another sequence now (the scheduler retries later).
+  virtual absl::StatusOr<int64_t> Begin(int slot, std::span<const int32_t> prompt) = 0;
+  // Runs one batch (distinct slots, each begun) and returns host logits [batch.size(), vocab] of each
+  // sequence's last token, row per sequence in order.
+  virtual absl::StatusOr<std::vector<float>> Step(std::span<const StepSequence> batch) = 0;
+  // Ends the sequence in `slot` (finished, cancelled or failed): releases its pages' references.
+  virtual void End(int slot) = 0;
+
+  virtual RunnerStats stats() const = 0;
+};
+
+}  // namespace mcserve::engine
