@@ -24,12 +24,14 @@ absl::StatusOr<std::vector<int32_t>> Generate(const Model& model, StatePool& poo
   if (options.max_tokens < 0) {
     return absl::InvalidArgumentError(absl::StrCat("max_tokens must be >= 0, got ", options.max_tokens));
   }
-  MCSERVE_ASSIGN_OR_RETURN(Sampler sampler, Sampler::Create(options.sampling));
+  MCSERVE_ASSIGN_OR_RETURN(Sampler sampler,
+                           Sampler::Create(options.sampling, static_cast<int>(model.config().vocab_size)));
+  sampler.SetPrompt(prompt);
   MCSERVE_ASSIGN_OR_RETURN(std::vector<float> logits, Prefill(model, pool, slot, prompt, options.prefill_chunk));
   std::vector<int32_t> out;
   const int32_t eos = static_cast<int32_t>(model.config().eos_token_id);
   while (static_cast<int>(out.size()) < options.max_tokens) {
-    const int32_t token = sampler.Sample(logits);
+    const int32_t token = sampler.Sample(logits).id;
     out.push_back(token);
     if (on_token && !on_token(token)) break;
     if (options.stop_at_eos && token == eos) break;

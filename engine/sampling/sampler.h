@@ -1,36 +1,74 @@
-// Sampler: turns one row of logits into a token (greedy at temperature 0; otherwise temperature,
-// top-k, top-p). A seed makes the sequence of draws reproducible. One instance per request;
-// not thread-safe.
+// Sampler: turns one row of logits into a token with vLLM's semantics for every parameter. Order:
+// logit bias → banned ids (−inf) → repetition / presence / frequency penalties → temperature
+// (0 = greedy) → top-k → top-p → min-p → a draw from std::mt19937_64 (seeded when `seed` is set).
+// One instance per request; not thread-safe.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <random>
 #include <span>
+#include <utility>
+#include <vector>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 
 namespace mcserve::engine {
 
+// Per-request sampling parameters (same meaning as vLLM's SamplingParams fields of that name).
 struct SamplingParams {
-  float temperature = 1.0f;  // 0 = greedy
-  float top_p = 1.0f;        // nucleus mass kept, in (0, 1]
-  int top_k = 0;             // 0 = all tokens
-  std::optional<uint64_t> seed;
+  float temperature = 1.0f;          // 0 = greedy
+  float top_p = 1.0f;                // nucleus mass kept, in (0, 1]
+  int top_k = 0;                     // 0 = all tokens (-1 also accepted as "all", like vLLM)
+  float min_p = 0.0f;                // drop tokens with p < min_p · p_max, in [0, 1]
+  float repetition_penalty = 1.0f;   // > 0; tokens seen in prompt or output: logit/ρ if > 0 else logit·ρ
+  float presence_penalty = 0.0f;     // [-2, 2]: subtracted once from tokens present in the output
+  float frequency_penalty = 0.0f;    // [-2, 2]: subtracted per occurrence in the output
+  std::vector<std::pair<int32_t, float>> logit_bias;  // added to the logits first
+  std::optional<uint64_t> seed;      // reproducible draws
+  int logprobs = 0;                  // top-n logprobs to report per token, 0..20
+};
+
+// One id with its log-probability.
+struct TokenLogprob {
+  int32_t id = 0;
+  float logprob = 0.0f;
+};
+
+// The sampled token and, when requested, the most likely alternatives.
+struct SampledToken {
+  int32_t id = 0;
+  float logprob = 0.0f;              // of `id` under the model's raw distribution (log-softmax of the logits, as vLLM's default)
+  std::vector<TokenLogprob> top;     // the `logprobs` most likely ids, descending (empty when logprobs = 0)
 };
 
 class Sampler {
  public:
-  // InvalidArgument names the bad parameter (negative temperature, top_p outside (0, 1], top_k < 0).
-  static absl::StatusOr<Sampler> Create(const SamplingParams& params);
-
-  // Picks a token from logits [vocab]. Ties in greedy mode go to the lowest id.
-  int32_t Sample(std::span<const float> logits);
+  // InvalidArgument naming the bad parameter; logit_bias ids must be in [0, vocab_size).
+  static absl::StatusOr<Sampler> Create(const SamplingParams& params, int vocab_size);
+  // The prompt's ids (repetition penalty counts them, as vLLM does). Call once before sampling.
+  void SetPrompt(std::span<const int32_t> prompt);
+  // Picks a token from logits [vocab]; `banned` ids can't be picked (min_tokens suppressing EOS /
+  // stop ids). Records the token as output (for the penalties).
+  SampledToken Sample(std::span<const float> logits, std::span<const int32_t> banned = {});
 
  private:
-  explicit Sampler(const SamplingParams& params);
+  Sampler(const SamplingParams& params, int vocab_size);
+  // Applies bias, bans and penalties to work_ [vocab] (a copy of the logits).
+  void ApplyAdjustments(std::span<const int32_t> banned);
+  // Index of the draw among the candidates ids_/probs_ left after top-k / top-p / min-p.
+  int32_t Draw();
+
   SamplingParams params_;
+  int vocab_size_;
   std::mt19937_64 rng_;
+  absl::flat_hash_set<int32_t> prompt_ids_;             // distinct prompt ids (repetition penalty)
+  absl::flat_hash_map<int32_t, int32_t> output_counts_;  // id → occurrences in the output
+  std::vector<float> work_;                             // [vocab] adjusted logits, reused per step
+  std::vector<int32_t> ids_;                            // candidate ids, reused per step
+  std::vector<double> probs_;                           // candidate weights, reused per step
 };
 
 }  // namespace mcserve::engine
