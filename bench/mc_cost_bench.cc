@@ -89,7 +89,7 @@ int main(int argc, char** argv) {
   for (int layer = 0; mc && layer < (*model)->config().num_hidden_layers; ++layer) {
     auto cps = store.Checkpoints(0, layer);
     if (cps.empty()) continue;
-    const McCheckpoint templ{cps.back().memory, cps.back().pooled_key, cps.back().segment};
+    const McCheckpoint templ{cps.back()->memory, cps.back()->pooled_key, cps.back()->segment};
     store.DropNewest(0, layer, static_cast<int>(cps.size()));
     std::vector<mcserve::engine::Segment> segments;
     if (mc->segmentation == mcserve::engine::McSegmentation::kConstant) {

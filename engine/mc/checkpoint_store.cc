@@ -24,6 +24,8 @@ CheckpointStore::CheckpointStore(int num_slots, int num_layers, kernels::Device 
       device_(device),
       options_(options) {}
 
+CheckpointStore::~CheckpointStore() = default;
+
 CheckpointStore::List& CheckpointStore::ListOf(int slot, int layer) {
   const size_t index = static_cast<size_t>(slot) * num_layers_ + layer;
   MCSERVE_CHECK(slot >= 0 && layer >= 0 && layer < num_layers_ && index < lists_.size());
@@ -39,43 +41,95 @@ std::list<CheckpointStore::HotEntry>& CheckpointStore::HotOf(int slot, int layer
   return hot_[static_cast<size_t>(slot) * num_layers_ + layer];
 }
 
+absl::StatusOr<CheckpointTier> CheckpointStore::PlaceTier(int layer, int64_t bytes) {
+  while (true) {
+    if (Fits(options_.device_bytes, device_memory_bytes_, bytes)) return CheckpointTier::kDevice;
+    if (Fits(options_.host_bytes, stats_.host_bytes, bytes)) return CheckpointTier::kHost;
+    if (!evictor_ || !evictor_()) break;
+  }
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "checkpoint store full: a ", bytes, "-byte page of layer ", layer, " fits neither the device tier (",
+      device_memory_bytes_, " of ", Budget(options_.device_bytes), " used) nor the host tier (", stats_.host_bytes,
+      " of ", Budget(options_.host_bytes), " used)"));
+}
+
 absl::Status CheckpointStore::Freeze(int slot, int layer, const Tensor& memory, const Tensor& pooled_key,
                                      const Segment& segment) {
-  const int64_t device_memory = device_memory_bytes_;
-  CheckpointTier tier = CheckpointTier::kDevice;
-  if (!Fits(options_.device_bytes, device_memory, memory.nbytes())) {
-    if (!Fits(options_.host_bytes, stats_.host_bytes, memory.nbytes())) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "checkpoint store full: a ", memory.nbytes(), "-byte page of layer ", layer, " fits neither the device tier (",
-          device_memory, " of ", Budget(options_.device_bytes), " used) nor the host tier (", stats_.host_bytes,
-          " of ", Budget(options_.host_bytes), " used)"));
-    }
-    tier = CheckpointTier::kHost;
-  }
-  McCheckpoint cp{.segment = segment, .tier = tier, .id = next_id_++};
+  ListOf(slot, layer);  // bounds check before anything is allocated
+  MCSERVE_ASSIGN_OR_RETURN(const CheckpointTier tier, PlaceTier(layer, memory.nbytes()));
+  auto page = std::make_unique<McCheckpoint>();
+  page->segment = segment;
+  page->tier = tier;
+  page->id = next_id_++;
   const kernels::Device where = tier == CheckpointTier::kDevice ? device_ : kernels::Device::kCpu;
-  MCSERVE_ASSIGN_OR_RETURN(cp.memory, Tensor::Zeros(kernels::DType::kF32, memory.shape(), where));
-  MCSERVE_RETURN_IF_ERROR(cp.memory.CopyFrom(memory));
-  MCSERVE_ASSIGN_OR_RETURN(cp.pooled_key, Tensor::Zeros(kernels::DType::kF32, pooled_key.shape(), device_));
-  MCSERVE_RETURN_IF_ERROR(cp.pooled_key.CopyFrom(pooled_key));
-  List& list = ListOf(slot, layer);
-  stats_.device_bytes += cp.pooled_key.nbytes();
+  MCSERVE_ASSIGN_OR_RETURN(page->memory, Tensor::Zeros(kernels::DType::kF32, memory.shape(), where));
+  MCSERVE_RETURN_IF_ERROR(page->memory.CopyFrom(memory));
+  MCSERVE_ASSIGN_OR_RETURN(page->pooled_key, Tensor::Zeros(kernels::DType::kF32, pooled_key.shape(), device_));
+  MCSERVE_RETURN_IF_ERROR(page->pooled_key.CopyFrom(pooled_key));
+  stats_.device_bytes += page->pooled_key.nbytes();
   if (tier == CheckpointTier::kDevice) {
-    stats_.device_bytes += cp.memory.nbytes();
-    device_memory_bytes_ += cp.memory.nbytes();
+    stats_.device_bytes += page->memory.nbytes();
+    device_memory_bytes_ += page->memory.nbytes();
     ++stats_.device_pages;
   } else {
-    stats_.host_bytes += cp.memory.nbytes();
+    stats_.host_bytes += page->memory.nbytes();
     ++stats_.host_pages;
-    ++list.host_pages;
   }
-  list.checkpoints.push_back(std::move(cp));
+  McCheckpoint* raw = page.get();
+  pages_.emplace(raw->id, std::move(page));
+  Push(ListOf(slot, layer), raw);
   return absl::OkStatus();
 }
 
-std::span<const McCheckpoint> CheckpointStore::Checkpoints(int slot, int layer) const {
-  return ListOf(slot, layer).checkpoints;
+void CheckpointStore::Push(List& list, McCheckpoint* page) {
+  list.pages.push_back(page);
+  if (page->tier == CheckpointTier::kHost) ++list.host_pages;
+  if (page->running_refs++ == 0) ++stats_.referenced_pages;
 }
+
+void CheckpointStore::Pop(List& list, std::list<HotEntry>& hot) {
+  McCheckpoint* page = list.pages.back();
+  list.pages.pop_back();
+  if (page->tier == CheckpointTier::kHost) {
+    --list.host_pages;
+    Forget(hot, page->id);
+  }
+  if (--page->running_refs == 0) --stats_.referenced_pages;
+  FreeIfUnused(page);
+}
+
+void CheckpointStore::FreeIfUnused(McCheckpoint* page) {
+  if (page->running_refs > 0 || page->index_refs > 0) return;
+  stats_.device_bytes -= page->pooled_key.nbytes();
+  if (page->tier == CheckpointTier::kDevice) {
+    stats_.device_bytes -= page->memory.nbytes();
+    device_memory_bytes_ -= page->memory.nbytes();
+    --stats_.device_pages;
+  } else {
+    stats_.host_bytes -= page->memory.nbytes();
+    --stats_.host_pages;
+  }
+  pages_.erase(page->id);
+}
+
+void CheckpointStore::Adopt(int slot, int layer, CheckpointList pages) {
+  List& list = ListOf(slot, layer);
+  MCSERVE_CHECK(list.pages.empty());
+  for (const McCheckpoint* page : pages) Push(list, const_cast<McCheckpoint*>(page));
+}
+
+void CheckpointStore::Retain(const McCheckpoint* page) { ++const_cast<McCheckpoint*>(page)->index_refs; }
+
+void CheckpointStore::Release(const McCheckpoint* page) {
+  McCheckpoint* p = const_cast<McCheckpoint*>(page);
+  MCSERVE_CHECK(p->index_refs > 0);
+  --p->index_refs;
+  FreeIfUnused(p);
+}
+
+CheckpointStoreStats CheckpointStore::stats() const { return stats_; }
+
+CheckpointList CheckpointStore::Checkpoints(int slot, int layer) const { return ListOf(slot, layer).pages; }
 
 bool CheckpointStore::AllOnDevice(int slot, int layer) const { return ListOf(slot, layer).host_pages == 0; }
 
@@ -88,11 +142,11 @@ absl::StatusOr<std::vector<const Tensor*>> CheckpointStore::Stage(int slot, int 
   out.reserve(indices.size());
   size_t staged_now = 0;
   for (int32_t i : indices) {
-    if (i < 0 || i >= static_cast<int32_t>(list.checkpoints.size())) {
+    if (i < 0 || i >= static_cast<int32_t>(list.pages.size())) {
       return absl::OutOfRangeError(absl::StrCat("Stage: checkpoint ", i, " of slot ", slot, " layer ", layer,
-                                                " (it has ", list.checkpoints.size(), ")"));
+                                                " (it has ", list.pages.size(), ")"));
     }
-    const McCheckpoint& cp = list.checkpoints[i];
+    const McCheckpoint& cp = *list.pages[i];
     if (cp.tier == CheckpointTier::kDevice) {
       out.push_back(&cp.memory);
       continue;
@@ -152,27 +206,64 @@ void CheckpointStore::Forget(std::list<HotEntry>& hot, uint64_t id) {
 void CheckpointStore::DropNewest(int slot, int layer, int count) {
   List& list = ListOf(slot, layer);
   std::list<HotEntry>& hot = HotOf(slot, layer);
-  for (; count > 0 && !list.checkpoints.empty(); --count) {
-    const McCheckpoint& cp = list.checkpoints.back();
-    stats_.device_bytes -= cp.pooled_key.nbytes();
-    if (cp.tier == CheckpointTier::kDevice) {
-      stats_.device_bytes -= cp.memory.nbytes();
-      device_memory_bytes_ -= cp.memory.nbytes();
-      --stats_.device_pages;
-    } else {
-      stats_.host_bytes -= cp.memory.nbytes();
-      --stats_.host_pages;
-      --list.host_pages;
-      Forget(hot, cp.id);
-    }
-    list.checkpoints.pop_back();
-  }
+  for (; count > 0 && !list.pages.empty(); --count) Pop(list, hot);
 }
 
 void CheckpointStore::Clear(int slot) {
   for (int layer = 0; layer < num_layers_; ++layer) {
-    DropNewest(slot, layer, static_cast<int>(ListOf(slot, layer).checkpoints.size()));
+    DropNewest(slot, layer, static_cast<int>(ListOf(slot, layer).pages.size()));
+    std::list<HotEntry>& hot = HotOf(slot, layer);
+    while (!hot.empty()) Forget(hot, hot.front().id);
   }
+}
+
+absl::Status CheckpointStore::SanityCheck() const {
+  absl::flat_hash_map<uint64_t, int> running;
+  for (const List& list : lists_) {
+    int host = 0;
+    for (const McCheckpoint* page : list.pages) {
+      auto it = pages_.find(page->id);
+      if (it == pages_.end() || it->second.get() != page) {
+        return absl::InternalError(absl::StrCat("checkpoint store: a list holds page ", page->id, ", which is not live"));
+      }
+      ++running[page->id];
+      host += page->tier == CheckpointTier::kHost ? 1 : 0;
+    }
+    if (host != list.host_pages) {
+      return absl::InternalError(absl::StrCat("checkpoint store: a list counts ", list.host_pages,
+                                              " host pages but holds ", host));
+    }
+  }
+  CheckpointStoreStats counted;
+  for (const auto& [id, page] : pages_) {
+    const int refs = running.contains(id) ? running.at(id) : 0;
+    if (refs != page->running_refs) {
+      return absl::InternalError(absl::StrCat("checkpoint store: page ", id, " counts ", page->running_refs,
+                                              " running references but lists hold it ", refs, " times"));
+    }
+    if (page->running_refs == 0 && page->index_refs == 0) {
+      return absl::InternalError(absl::StrCat("checkpoint store: page ", id, " is unreferenced but alive"));
+    }
+    counted.referenced_pages += refs > 0 ? 1 : 0;
+    counted.device_bytes += page->pooled_key.nbytes();
+    if (page->tier == CheckpointTier::kDevice) {
+      ++counted.device_pages;
+      counted.device_bytes += page->memory.nbytes();
+    } else {
+      ++counted.host_pages;
+      counted.host_bytes += page->memory.nbytes();
+    }
+  }
+  if (counted.device_pages != stats_.device_pages || counted.host_pages != stats_.host_pages ||
+      counted.device_bytes != stats_.device_bytes || counted.host_bytes != stats_.host_bytes ||
+      counted.referenced_pages != stats_.referenced_pages) {
+    return absl::InternalError(absl::StrCat(
+        "checkpoint store: recorded pages ", stats_.device_pages, "/", stats_.host_pages, ", bytes ",
+        stats_.device_bytes, "/", stats_.host_bytes, ", referenced ", stats_.referenced_pages, "; counted ",
+        counted.device_pages, "/", counted.host_pages, ", ", counted.device_bytes, "/", counted.host_bytes, ", ",
+        counted.referenced_pages));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace mcserve::engine

@@ -1,16 +1,24 @@
-// CheckpointStore: where Memory Caching keeps the frozen memories of closed segments, per request
-// slot and layer, with their pooled keys, in two tiers with byte budgets: the device tier (where
-// kernels read) and the host tier (RAM). Pooled keys always live on the device, so the SSC router can
-// score every page; a memory on the host tier is staged into a small per-(slot, layer) device hot
-// set (LRU) when a read-out needs it. On the CPU backend both tiers are RAM, with the same accounting
-// and staging. Scheduler thread only.
+// CheckpointStore: the paged store of Memory Caching's frozen memories. A page is one layer's
+// memory at the end of one closed segment plus its pooled key; pages are immutable and shared:
+// each request slot holds, per layer, a list of pages (its running references), and the prefix
+// cache may hold more references (index references) so that a later request with the same prompt
+// prefix adopts them instead of recomputing. A page is freed when neither references it.
+//
+// Two tiers with byte budgets: the device tier (where kernels read) and the host tier (RAM). Pooled
+// keys always live on the device, so the SSC router can score every page; a memory on the host tier
+// is staged into a small per-(slot, layer) device hot set (LRU) when a read-out needs it. When both
+// tiers are full the store asks its evictor (the prefix cache) to drop unreferenced entries. On the
+// CPU backend both tiers are RAM, with the same accounting and staging. Scheduler thread only.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <list>
+#include <memory>
 #include <span>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "engine/mc/segmentation.h"
 #include "kernels/core/tensor.h"
@@ -27,19 +35,25 @@ struct CheckpointStoreOptions {
   int hot_pages = 32;         // staged host pages kept on the device per (slot, layer) between steps
 };
 
-// One frozen memory: a checkpoint of one layer for one segment. Immutable once frozen.
+// One page: a checkpoint of one layer for one segment. Immutable once frozen (but for its counts).
 struct McCheckpoint {
   kernels::Tensor memory;      // [Hs, K, V] F32 (the memory matrix only); on the device or the host
   kernels::Tensor pooled_key;  // [Hs, K] F32, always on the device
   Segment segment;             // the tokens it covers
   CheckpointTier tier = CheckpointTier::kDevice;
-  uint64_t id = 0;             // unique over the store's lifetime (hot-set key)
+  uint64_t id = 0;             // unique over the store's lifetime
+  int running_refs = 0;        // slot lists holding it
+  int index_refs = 0;          // prefix-cache entries holding it
 };
+
+// A slot's pages of one layer, oldest first.
+using CheckpointList = std::span<const McCheckpoint* const>;
 
 // Counters for metrics and tests.
 struct CheckpointStoreStats {
-  int64_t device_pages = 0, host_pages = 0;  // checkpoints per tier
+  int64_t device_pages = 0, host_pages = 0;  // pages per tier
   int64_t device_bytes = 0, host_bytes = 0;  // memory bytes per tier (pooled keys: device_bytes)
+  int64_t referenced_pages = 0;              // pages some slot holds
   int64_t hot_pages = 0, hot_bytes = 0;      // staged copies currently held on the device
   int64_t stagings = 0;                      // host → device page copies so far
   int64_t hot_hits = 0;                      // host pages a read-out found already staged
@@ -49,51 +63,74 @@ class CheckpointStore {
  public:
   // Slots × layers lists; `device` is the model's device (the device tier's and the hot sets').
   CheckpointStore(int num_slots, int num_layers, kernels::Device device, CheckpointStoreOptions options = {});
+  ~CheckpointStore();
+  CheckpointStore(const CheckpointStore&) = delete;
+  CheckpointStore& operator=(const CheckpointStore&) = delete;
 
-  // Copies `memory` [Hs, K, V] and `pooled_key` [Hs, K] (both on the device) into a new newest
-  // checkpoint of (slot, layer): on the device tier while its budget allows, else on the host tier;
-  // ResourceExhausted naming both budgets when neither has room.
+  // Copies `memory` [Hs, K, V] and `pooled_key` [Hs, K] (both on the device) into a new page appended
+  // to (slot, layer)'s list: on the device tier while its budget allows, else on the host tier (after
+  // asking the evictor for room); ResourceExhausted naming both budgets when neither has room.
   absl::Status Freeze(int slot, int layer, const kernels::Tensor& memory, const kernels::Tensor& pooled_key,
                       const Segment& segment);
-  // The checkpoints of (slot, layer), oldest first. Valid until the next Freeze/Drop/Clear.
-  std::span<const McCheckpoint> Checkpoints(int slot, int layer) const;
-  // Device-resident memories [Hs, K, V] of checkpoints `indices` (into Checkpoints(slot, layer)):
-  // the device tier's own tensors, or copies of host pages staged into the (slot, layer) hot set.
-  // Pages of this call are never evicted by it; afterwards the hot set is trimmed to hot_pages (LRU).
-  // Pointers are valid until the next Stage/Freeze/DropNewest/Clear of the same (slot, layer).
+  // The pages of (slot, layer), oldest first. Valid until the next change of that list.
+  CheckpointList Checkpoints(int slot, int layer) const;
+  // Device-resident memories [Hs, K, V] of pages `indices` (into Checkpoints(slot, layer)): the device
+  // tier's own tensors, or copies of host pages staged into the (slot, layer) hot set. Pages of this
+  // call are never evicted by it; afterwards the hot set is trimmed to hot_pages (LRU). Pointers are
+  // valid until the next Stage/Freeze/DropNewest/Clear/Adopt of the same (slot, layer).
   absl::StatusOr<std::vector<const kernels::Tensor*>> Stage(int slot, int layer, std::span<const int32_t> indices);
-  // Whether every checkpoint of (slot, layer) is on the device tier.
+  // Whether every page of (slot, layer) is on the device tier.
   bool AllOnDevice(int slot, int layer) const;
-  // Drops the newest `count` checkpoints of (slot, layer) (logarithmic segmentation's pops).
+  // Drops the newest `count` pages of (slot, layer) (logarithmic segmentation's pops).
   void DropNewest(int slot, int layer, int count);
-  // Forgets every checkpoint of `slot` (its request ended, or the slot starts a new sequence).
+  // Empties every list of `slot` (its request ended, or the slot starts a new sequence).
   void Clear(int slot);
 
+  // Prefix reuse. Makes (slot, layer)'s list — which must be empty — the given pages.
+  void Adopt(int slot, int layer, CheckpointList pages);
+  // An index reference: the page stays alive (and evictable only through its holder) until Release.
+  void Retain(const McCheckpoint* page);
+  void Release(const McCheckpoint* page);
+  // Called when a Freeze finds both tiers full: should drop some index references and return true,
+  // or return false when it has nothing left to drop.
+  void SetEvictor(std::function<bool()> evict_one) { evictor_ = std::move(evict_one); }
+
+  // Recounts every page's references from the lists, and every tier's pages and bytes, against the
+  // recorded counts; Internal error naming the first mismatch. Index references are checked by their
+  // holder. For tests and debug builds.
+  absl::Status SanityCheck() const;
+
   const CheckpointStoreOptions& options() const { return options_; }
-  CheckpointStoreStats stats() const { return stats_; }
-  // Bytes held by all checkpoints on both tiers (memories and pooled keys; not the hot sets).
+  CheckpointStoreStats stats() const;
+  // Bytes held by all pages on both tiers (memories and pooled keys; not the hot sets).
   int64_t bytes() const { return stats_.device_bytes + stats_.host_bytes; }
 
  private:
   struct List {
-    std::vector<McCheckpoint> checkpoints;
+    std::vector<McCheckpoint*> pages;
     int host_pages = 0;
   };
   struct HotEntry {
-    uint64_t id;             // the checkpoint it copies
+    uint64_t id;             // the page it copies
     kernels::Tensor memory;  // [Hs, K, V] F32 on the device
     uint64_t last_call;      // the Stage call that last used it
   };
   List& ListOf(int slot, int layer);
   const List& ListOf(int slot, int layer) const;
   std::list<HotEntry>& HotOf(int slot, int layer);
+  absl::StatusOr<CheckpointTier> PlaceTier(int layer, int64_t bytes);
   absl::StatusOr<const kernels::Tensor*> StageOne(std::list<HotEntry>& hot, const McCheckpoint& cp);
   void TrimHot(std::list<HotEntry>& hot, size_t keep);
   void Forget(std::list<HotEntry>& hot, uint64_t id);
+  void Push(List& list, McCheckpoint* page);
+  void Pop(List& list, std::list<HotEntry>& hot);
+  void FreeIfUnused(McCheckpoint* page);
 
-  std::vector<List> lists_;                // [slot · num_layers + layer]
+  absl::flat_hash_map<uint64_t, std::unique_ptr<McCheckpoint>> pages_;  // every live page by id
+  std::vector<List> lists_;                                             // [slot · num_layers + layer]
   std::vector<std::list<HotEntry>> hot_;  // [slot · num_layers + layer], most recently used first
-  std::vector<kernels::Tensor> spare_;     // evicted hot buffers, reused by shape
+  std::vector<kernels::Tensor> spare_;    // evicted hot buffers, reused by shape
+  std::function<bool()> evictor_;
   int num_layers_;
   kernels::Device device_;
   CheckpointStoreOptions options_;

@@ -210,9 +210,9 @@ absl::Status MemoryStage::RunLogToken(const Context& ctx, const kernels::LinearM
   }
   // 2. Cached blocks: pop those of level < p, then aggregate with the rest.
   CheckpointStore& store = *batch.checkpoints;
-  std::span<const McCheckpoint> cps = store.Checkpoints(slot, layer_);
+  const CheckpointList cps = store.Checkpoints(slot, layer_);
   int pops = 0;
-  while (pops < static_cast<int>(cps.size()) && cps[cps.size() - 1 - pops].segment.level < p) ++pops;
+  while (pops < static_cast<int>(cps.size()) && cps[cps.size() - 1 - pops]->segment.level < p) ++pops;
   store.DropNewest(slot, layer_, pops);
   const PieceEntry entry{seq, row, row + 1, true};
   MCSERVE_RETURN_IF_ERROR(Aggregate(ctx, {&entry, 1}, row, row + 1, batch, q, u, pools, state, o));
@@ -363,7 +363,7 @@ absl::Status MemoryStage::Aggregate(const Context& ctx, std::span<const PieceEnt
   size_t cached = 0;  // checkpoints of the (last) entry's slot
   for (const Piece::Entry& e : entries) {
     const int slot = batch.slots[e.seq];
-    const std::span<const McCheckpoint> cps = store.Checkpoints(slot, layer_);
+    const CheckpointList cps = store.Checkpoints(slot, layer_);
     // Summed aggregations keep only the running sum; the closed-segment count follows from the position.
     cached = summed ? static_cast<size_t>(CachedSegments(batch.positions[e.seq] + (e.begin - batch.cu[e.seq]) + 1,
                                                          mc_->segment_size))
@@ -381,7 +381,7 @@ absl::Status MemoryStage::Aggregate(const Context& ctx, std::span<const PieceEnt
       MCSERVE_ASSIGN_OR_RETURN(std::vector<const Tensor*> memories, store.Stage(slot, layer_, all));
       for (size_t i = 0; i < cps.size(); ++i) {
         ids.push_back(static_cast<int32_t>(pages.size()));
-        pages.push_back({.memory = memories[i], .pooled_key = &cps[i].pooled_key});
+        pages.push_back({.memory = memories[i], .pooled_key = &cps[i]->pooled_key});
       }
     }
     for (int64_t r = e.begin; r < e.end; ++r) {

@@ -24,19 +24,19 @@ struct RoutedRows {
 
 // Splits rows into consecutive rounds whose union of host-tier choices stays within `hot_pages`
 // (a round always takes at least one row). Returns the number of rounds.
-int AssignRounds(std::span<const McCheckpoint> cps, int hot_pages, RoutedRows& rows) {
+int AssignRounds(CheckpointList cps, int hot_pages, RoutedRows& rows) {
   std::vector<bool> in_round(cps.size(), false);
   int round = 0, host_in_round = 0, rows_in_round = 0;
   rows.round.assign(rows.chosen.size(), 0);
   for (size_t r = 0; r < rows.chosen.size(); ++r) {
     int added = 0;
-    for (int32_t i : rows.chosen[r]) added += !in_round[i] && cps[i].tier == CheckpointTier::kHost ? 1 : 0;
+    for (int32_t i : rows.chosen[r]) added += !in_round[i] && cps[i]->tier == CheckpointTier::kHost ? 1 : 0;
     if (rows_in_round > 0 && host_in_round + added > hot_pages) {
       ++round;
       std::fill(in_round.begin(), in_round.end(), false);
       host_in_round = rows_in_round = 0;
       added = 0;
-      for (int32_t i : rows.chosen[r]) added += cps[i].tier == CheckpointTier::kHost ? 1 : 0;
+      for (int32_t i : rows.chosen[r]) added += cps[i]->tier == CheckpointTier::kHost ? 1 : 0;
     }
     for (int32_t i : rows.chosen[r]) in_round[i] = true;
     host_in_round += added;
@@ -57,9 +57,9 @@ absl::Status MemoryStage::AggregateRouted(const Context& ctx, std::span<const Pi
   std::vector<const Tensor*> keys;
   std::vector<int32_t> key_base, offsets = {0}, token_pages;
   for (const PieceEntry& e : entries) {
-    const std::span<const McCheckpoint> cps = store.Checkpoints(batch.slots[e.seq], layer_);
+    const CheckpointList cps = store.Checkpoints(batch.slots[e.seq], layer_);
     key_base.push_back(static_cast<int32_t>(keys.size()));
-    for (const McCheckpoint& cp : cps) keys.push_back(&cp.pooled_key);
+    for (const McCheckpoint* cp : cps) keys.push_back(&cp->pooled_key);
     for (int64_t r = e.begin; r < e.end; ++r) {
       for (size_t i = 0; i < cps.size(); ++i) token_pages.push_back(key_base.back() + static_cast<int32_t>(i));
       offsets.push_back(static_cast<int32_t>(token_pages.size()));
@@ -115,7 +115,7 @@ absl::Status MemoryStage::AggregateRouted(const Context& ctx, std::span<const Pi
       page_of[j].assign(cps.size(), -1);
       for (size_t i = 0; i < wanted.size(); ++i) {
         page_of[j][wanted[i]] = static_cast<int32_t>(pages.size());
-        pages.push_back({.memory = memories[i], .pooled_key = &cps[wanted[i]].pooled_key});
+        pages.push_back({.memory = memories[i], .pooled_key = &cps[wanted[i]]->pooled_key});
       }
     }
     for (size_t j = 0; j < entries.size(); ++j) {

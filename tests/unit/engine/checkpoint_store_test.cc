@@ -36,13 +36,13 @@ TEST_P(CheckpointStoreTest, PagesBeyondTheDeviceBudgetGoToTheHostTier) {
   for (int i = 0; i < 4; ++i) ASSERT_TRUE(FreezeValue(store, 1, 0, 10.0f + i, 4 * (i + 1)).ok());
   const auto cps = store.Checkpoints(1, 0);
   ASSERT_EQ(cps.size(), 4u);
-  EXPECT_EQ(cps[0].tier, CheckpointTier::kDevice);
-  EXPECT_EQ(cps[1].tier, CheckpointTier::kDevice);
-  EXPECT_EQ(cps[2].tier, CheckpointTier::kHost);
-  EXPECT_EQ(cps[3].tier, CheckpointTier::kHost);
-  EXPECT_EQ(cps[2].memory.device(), Device::kCpu);
-  EXPECT_EQ(cps[2].pooled_key.device(), device());  // keys always on the device
-  EXPECT_EQ(cps[3].segment.last, 16);
+  EXPECT_EQ(cps[0]->tier, CheckpointTier::kDevice);
+  EXPECT_EQ(cps[1]->tier, CheckpointTier::kDevice);
+  EXPECT_EQ(cps[2]->tier, CheckpointTier::kHost);
+  EXPECT_EQ(cps[3]->tier, CheckpointTier::kHost);
+  EXPECT_EQ(cps[2]->memory.device(), Device::kCpu);
+  EXPECT_EQ(cps[2]->pooled_key.device(), device());  // keys always on the device
+  EXPECT_EQ(cps[3]->segment.last, 16);
   const CheckpointStoreStats s = store.stats();
   EXPECT_EQ(s.device_pages, 2);
   EXPECT_EQ(s.host_pages, 2);
@@ -94,7 +94,7 @@ TEST_P(CheckpointStoreTest, DeviceTierPagesAreReadInPlace) {
   const std::vector<int32_t> one = {0};
   auto staged = store.Stage(0, 0, one);
   ASSERT_TRUE(staged.ok());
-  EXPECT_EQ((*staged)[0], &store.Checkpoints(0, 0)[0].memory);
+  EXPECT_EQ((*staged)[0], &store.Checkpoints(0, 0)[0]->memory);
   EXPECT_EQ(store.stats().stagings, 0);
 }
 
@@ -120,7 +120,7 @@ TEST_P(CheckpointStoreTest, DropsAndClearsReleaseTiersAndHotPages) {
   EXPECT_EQ(store.bytes(), 0);
   // The device tier has room again.
   ASSERT_TRUE(FreezeValue(store, 0, 0, 3.0f, 4).ok());
-  EXPECT_EQ(store.Checkpoints(0, 0)[0].tier, CheckpointTier::kDevice);
+  EXPECT_EQ(store.Checkpoints(0, 0)[0]->tier, CheckpointTier::kDevice);
 }
 
 TEST_P(CheckpointStoreTest, AFullStoreRefusesWithBothBudgets) {
@@ -143,6 +143,55 @@ TEST_P(CheckpointStoreTest, StagingAnIndexOutOfRangeIsAnError) {
   auto staged = store.Stage(0, 0, bad);
   EXPECT_EQ(staged.status().code(), absl::StatusCode::kOutOfRange);
   EXPECT_TRUE(absl::StrContains(staged.status().message(), "checkpoint 1 of slot 0 layer 0")) << staged.status();
+}
+
+TEST_P(CheckpointStoreTest, SharedPagesLiveUntilTheLastReferenceGoes) {
+  CheckpointStore store(2, 1, device(), {.device_bytes = kPageBytes});
+  ASSERT_TRUE(FreezeValue(store, 0, 0, 1.0f, 4).ok());
+  ASSERT_TRUE(FreezeValue(store, 0, 0, 2.0f, 8).ok());
+  const std::vector<const McCheckpoint*> pages(store.Checkpoints(0, 0).begin(), store.Checkpoints(0, 0).end());
+  for (const McCheckpoint* p : pages) store.Retain(p);  // a prefix-cache entry
+  store.Adopt(1, 0, pages);                              // another request resumes from it
+  EXPECT_EQ(pages[0]->running_refs, 2);
+  EXPECT_EQ(store.stats().referenced_pages, 2);
+  EXPECT_FALSE(store.AllOnDevice(1, 0));  // page 2 is on the host tier, in the adopted list too
+  ASSERT_TRUE(store.SanityCheck().ok()) << store.SanityCheck();
+
+  store.Clear(0);
+  store.Clear(1);
+  EXPECT_EQ(store.stats().referenced_pages, 0);
+  EXPECT_EQ(store.stats().device_pages + store.stats().host_pages, 2);  // the index still holds them
+  ASSERT_TRUE(store.SanityCheck().ok()) << store.SanityCheck();
+  for (const McCheckpoint* p : pages) store.Release(p);
+  EXPECT_EQ(store.bytes(), 0);
+  EXPECT_EQ(store.stats().device_pages + store.stats().host_pages, 0);
+  ASSERT_TRUE(store.SanityCheck().ok()) << store.SanityCheck();
+}
+
+TEST_P(CheckpointStoreTest, AFullStoreAsksTheEvictorAndNeverFreesAReferencedPage) {
+  CheckpointStore store(2, 1, device(), {.device_bytes = kPageBytes, .host_bytes = kPageBytes});
+  ASSERT_TRUE(FreezeValue(store, 0, 0, 1.0f, 4).ok());  // device tier
+  ASSERT_TRUE(FreezeValue(store, 1, 0, 2.0f, 4).ok());  // host tier
+  const McCheckpoint* cached = store.Checkpoints(1, 0)[0];
+  store.Retain(cached);
+  store.Clear(1);  // now only the index holds slot 1's page
+  int asked = 0;
+  store.SetEvictor([&] {
+    ++asked;
+    if (cached == nullptr) return false;
+    store.Release(cached);
+    cached = nullptr;
+    return true;
+  });
+  ASSERT_TRUE(FreezeValue(store, 0, 0, 3.0f, 8).ok());  // room made by evicting the index's page
+  EXPECT_EQ(asked, 1);
+  EXPECT_EQ(store.Checkpoints(0, 0)[1]->tier, CheckpointTier::kHost);
+  // Everything left is referenced by slot 0: the evictor has nothing, the store refuses.
+  const absl::Status full = FreezeValue(store, 0, 0, 4.0f, 12);
+  EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted) << full;
+  EXPECT_EQ(asked, 2);
+  EXPECT_EQ(FirstValue(store.Checkpoints(0, 0)[0]->memory), 1.0f);  // referenced pages intact
+  ASSERT_TRUE(store.SanityCheck().ok()) << store.SanityCheck();
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, CheckpointStoreTest, ::testing::Values(Device::kCpu, Device::kCudaEmu),
