@@ -10,6 +10,7 @@
 #include "kernels/core/status_macros.h"
 #include "kernels/core/tensor_data.h"
 #include "kernels/core/dispatch.h"
+#include "kernels/core/validate.h"
 
 namespace mcserve::kernels {
 namespace {
@@ -61,6 +62,10 @@ absl::Status Validate(const Context& ctx, const McReadoutArgs& a) {
     return Bad(absl::StrCat("online_weight ", a.online_weight, " and cached_weight ", a.cached_weight,
                             " must be finite"));
   }
+  MCSERVE_RETURN_IF_ERROR(CheckOnDevice("McReadout", ctx.device,
+                                        {{"q", a.q}, {"u", a.u}, {"online_pool", a.online_pool}, {"online", a.online},
+                                         {"token_page_offsets", a.token_page_offsets},
+                                         {"token_pages", a.token_pages}, {"out", a.out}}));
   const Tensor &q = *a.q, &online = *a.online, &out = *a.out;
   if (q.rank() != 3 || online.rank() != 3 || q.dtype() != DType::kF32 || online.dtype() != DType::kF32 ||
       online.dim(0) != q.dim(0) || online.dim(1) != q.dim(1)) {
@@ -68,10 +73,7 @@ absl::Status Validate(const Context& ctx, const McReadoutArgs& a) {
                             " (want F32 [T, Hs, K] and [T, Hs, V])"));
   }
   const int64_t t = q.dim(0), hs = q.dim(1), k = q.dim(2), v = online.dim(2);
-  const Device dev = q.device();
-  if (dev != ctx.device) {
-    return Bad(absl::StrCat("tensors on ", DeviceName(dev), ", context on ", DeviceName(ctx.device)));
-  }
+  const Device dev = ctx.device;
   MCSERVE_RETURN_IF_ERROR(Check("online", online, DType::kF32, {t, hs, v}, dev, "[T, Hs, V]"));
   MCSERVE_RETURN_IF_ERROR(Check("out", out, DType::kF32, {t, hs, v}, dev, "[T, Hs, V]"));
   if (out.read_only()) return Bad("out is read-only");

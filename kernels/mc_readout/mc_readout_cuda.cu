@@ -204,8 +204,9 @@ absl::Status McReadoutCuda(const Context& ctx, const McReadoutArgs& args) {
   pr.scores = static_cast<float*>(scratch.get());
   pr.keep = scratch.get() == nullptr ? nullptr : reinterpret_cast<unsigned char*>(pr.scores + hs * p);
 
+  MCSERVE_ASSIGN_OR_RETURN(cudaStream_t stream, ::mcserve::kernels::MCSERVE_CUDA_NS::KernelStream());
   MCSERVE_LAUNCH(ReadoutKernel, dim3(static_cast<unsigned>(t), static_cast<unsigned>(hs)), threads, shared_bytes,
-                 /*stream=*/0)
+                 stream)
   (pr);
   return ::mcserve::kernels::MCSERVE_CUDA_NS::TakeLaunchStatus("McReadout");
 }

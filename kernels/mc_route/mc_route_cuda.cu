@@ -82,8 +82,9 @@ absl::Status McRouteCuda(const Context& ctx, const McRouteArgs& args) {
   pr.selected = Data<int32_t>(*args.selected);
 
   const int64_t blocks = (pr.rows + kThreads - 1) / kThreads;
+  MCSERVE_ASSIGN_OR_RETURN(cudaStream_t stream, ::mcserve::kernels::MCSERVE_CUDA_NS::KernelStream());
   MCSERVE_LAUNCH(RouteKernel, static_cast<unsigned>(blocks < kMaxBlocks ? blocks : kMaxBlocks), kThreads, 0,
-                 /*stream=*/0)
+                 stream)
   (pr);
   return ::mcserve::kernels::MCSERVE_CUDA_NS::TakeLaunchStatus("McRoute");
 }

@@ -28,7 +28,7 @@ void CheckAgainstCpu(const Case& c, int top_k) {
   const RouteResult cpu = RunRoute(c, top_k, Device::kCpu);
   ASSERT_TRUE(cpu.status.ok()) << cpu.status;
   const std::vector<float> emu = RunBothSchedules([&] {
-    const RouteResult r = RunRoute(c, top_k, Device::kCudaEmu);
+    const RouteResult r = RunRoute(c, top_k, DeviceUnderTest());
     EXPECT_TRUE(r.status.ok()) << r.status;
     return AsFloats(r.selected);
   });
@@ -54,7 +54,7 @@ TEST(McRouteEmuTest, ExactTiesMatchCpu) {
   Case c = RandomCase(/*t=*/20, /*hs=*/3, /*k=*/8, /*v=*/1, /*num_pages=*/6, 4, /*density=*/1.0);
   for (int i = 1; i < 6; ++i) c.pooled[i] = c.pooled[i % 2];  // scores tie in two groups of three
   for (int top_k : {1, 2, 4}) CheckAgainstCpu(c, top_k);
-  const RouteResult r = RunRoute(c, 1, Device::kCudaEmu);
+  const RouteResult r = RunRoute(c, 1, DeviceUnderTest());
   ASSERT_TRUE(r.status.ok()) << r.status;
   // top_k = 1 keeps the first listed page of the higher-scoring group.
   for (int64_t t = 0; t < c.t; ++t) {
@@ -81,11 +81,11 @@ TEST(McRouteEmuTest, ReadoutOnTheRoutedListsMatchesTheFullLists) {
     const Case c = RandomCase(/*t=*/30, /*hs=*/3, /*k=*/9, v, /*num_pages=*/40, 6, /*density=*/0.9);
     for (int top_k : {1, 3, 33}) {
       SCOPED_TRACE(testing::Message() << "V=" << v << " top_k=" << top_k);
-      const RouteResult route = RunRoute(c, top_k, Device::kCudaEmu);
+      const RouteResult route = RunRoute(c, top_k, DeviceUnderTest());
       ASSERT_TRUE(route.status.ok()) << route.status;
       const Case routed = ReduceToSelection(c, route.selected, top_k);
-      const ReadoutResult full = RunTopKReadout(c, top_k, Device::kCudaEmu);
-      const ReadoutResult staged = RunTopKReadout(routed, top_k, Device::kCudaEmu);
+      const ReadoutResult full = RunTopKReadout(c, top_k, DeviceUnderTest());
+      const ReadoutResult staged = RunTopKReadout(routed, top_k, DeviceUnderTest());
       ASSERT_TRUE(full.status.ok() && staged.status.ok()) << full.status << " " << staged.status;
       float max_diff = 0.0f;
       for (size_t i = 0; i < full.out.size(); ++i) {
@@ -99,7 +99,7 @@ TEST(McRouteEmuTest, ReadoutOnTheRoutedListsMatchesTheFullLists) {
 
 TEST(McRouteEmuTest, RejectsBadInputOnCudaEmu) {
   Case c = RandomCase(/*t=*/3, /*hs=*/2, /*k=*/4, /*v=*/1, /*num_pages=*/2, 7);
-  const Device dev = Device::kCudaEmu;
+  const Device dev = DeviceUnderTest();
   c.lists[0].push_back(2);  // page 2 of 2, in device memory
   RouteResult r = RunRoute(c, 1, dev);
   EXPECT_EQ(r.status.code(), absl::StatusCode::kInvalidArgument) << r.status;
