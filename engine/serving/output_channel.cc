@@ -1,0 +1,107 @@
+#include "engine/serving/output_channel.h"
+
+#include <chrono>
+#include <utility>
+
+namespace mcserve::engine {
+namespace {
+
+// absl::Duration → a wait bound for std::condition_variable (infinite → ~100 years).
+std::chrono::nanoseconds ToChrono(absl::Duration d) {
+  if (d == absl::InfiniteDuration() || d > absl::Hours(24 * 365 * 100)) {
+    return std::chrono::hours(24 * 365 * 100);
+  }
+  if (d < absl::ZeroDuration()) return std::chrono::nanoseconds(0);
+  return absl::ToChronoNanoseconds(d);
+}
+
+}  // namespace
+
+void SchedulerWaker::Notify() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    pending_ = true;
+  }
+  cv_.notify_all();
+}
+
+void SchedulerWaker::Wait(absl::Duration timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait_for(lock, ToChrono(timeout), [this] { return pending_; });
+  pending_ = false;
+}
+
+OutputChannel::OutputChannel(size_t capacity, std::shared_ptr<SchedulerWaker> waker)
+    : capacity_(capacity < 1 ? 1 : capacity), waker_(std::move(waker)) {}
+
+bool OutputChannel::HasRoom() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return !closed_ && events_.size() < capacity_;
+}
+
+bool OutputChannel::Push(OutputEvent event) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_ || events_.size() >= capacity_) return false;
+    events_.push_back(std::move(event));
+  }
+  cv_.notify_all();
+  return true;
+}
+
+void OutputChannel::Finish(OutputEvent event) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_) return;
+    events_.push_back(std::move(event));
+    closed_ = true;
+  }
+  cv_.notify_all();
+}
+
+bool OutputChannel::closed() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return closed_;
+}
+
+void OutputChannel::Cancel() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (cancelled_ || closed_) {
+      cancelled_ = true;
+      return;
+    }
+    cancelled_ = true;
+  }
+  if (waker_ != nullptr) waker_->Notify();
+}
+
+bool OutputChannel::cancelled() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return cancelled_;
+}
+
+absl::StatusOr<OutputEvent> OutputChannel::Next(absl::Duration timeout) {
+  bool was_full = false;
+  OutputEvent event;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!cv_.wait_for(lock, ToChrono(timeout), [this] { return !events_.empty() || closed_; })) {
+      return absl::DeadlineExceededError("no output event within the timeout");
+    }
+    if (events_.empty()) return absl::OutOfRangeError("the request's stream has ended");
+    was_full = events_.size() >= capacity_;
+    event = std::move(events_.front());
+    events_.pop_front();
+  }
+  // A full channel held its request back from decoding; tell the scheduler there is room again.
+  if (was_full && waker_ != nullptr) waker_->Notify();
+  return event;
+}
+
+size_t OutputChannel::size() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return events_.size();
+}
+
+}  // namespace mcserve::engine

@@ -1,0 +1,95 @@
+// OutputChannel: the bounded queue of one request's output events, from the scheduler thread
+// (producer) to whoever streams the reply (consumer). The scheduler never blocks on it: a request
+// whose channel is full is not scheduled for decode that step (backpressure), so a client that
+// stops reading stops costing compute but keeps its state slot. Every stream ends with exactly one
+// final event (finish reason set, or an error), after which Next reports OUT_OF_RANGE.
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "engine/sampling/output_stream.h"
+#include "engine/sampling/sampler.h"
+
+namespace mcserve::engine {
+
+// One event of a request's stream. A token event has token_id ≥ 0; the final event has `finish` set
+// (kLength / kStop may carry the last token; kCancelled and kError carry none; kError has `error`).
+struct OutputEvent {
+  int32_t token_id = -1;                // -1: no token in this event
+  std::string text;                     // text delta (may be empty: held-back UTF-8 bytes)
+  float logprob = 0.0f;                 // log-probability of token_id under the sampling distribution
+  std::vector<TokenLogprob> top;        // top-n alternatives when requested
+  FinishReason finish = FinishReason::kNone;  // set on the final event only
+  std::string stop;                     // the stop string matched, when finish is a stop string
+  std::optional<int32_t> stop_token;    // the stop token id matched, when finish is a stop token
+  int64_t cached_prompt_tokens = -1;    // set (≥ 0) on the first event: prompt tokens reused
+  absl::Status error;                   // why the request failed (finish == kError)
+
+  bool is_final() const { return finish != FinishReason::kNone; }
+};
+
+// Wakes the scheduler thread. Shared (shared_ptr) by the scheduler and every channel so that a
+// consumer outliving the engine can still call Notify harmlessly. Thread-safe.
+class SchedulerWaker {
+ public:
+  // Any thread: makes the next (or current) Wait return.
+  void Notify();
+  // Scheduler thread: blocks until Notify was called since the last Wait, or `timeout` passes.
+  void Wait(absl::Duration timeout);
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool pending_ = false;
+};
+
+// Thread-safe; the producer methods are for the scheduler thread, the consumer methods for one
+// consumer thread at a time (Cancel: any thread).
+class OutputChannel {
+ public:
+  // `capacity` ≥ 1 token events buffered at most (the final event may exceed it by one).
+  OutputChannel(size_t capacity, std::shared_ptr<SchedulerWaker> waker);
+
+  // Producer: whether one more non-final event fits (the scheduler checks before scheduling work
+  // that produces a token, so Push never fails for want of room).
+  bool HasRoom() const;
+  // Producer: appends a non-final event; false (event dropped) if full or already closed.
+  bool Push(OutputEvent event);
+  // Producer: appends the final event regardless of capacity and closes the channel; no-op if
+  // already closed.
+  void Finish(OutputEvent event);
+  bool closed() const;
+
+  // Any thread: the client is gone or asked to stop. The scheduler sees it at its next step
+  // boundary, releases the request and finishes the stream with FinishReason::kCancelled.
+  void Cancel();
+  bool cancelled() const;
+
+  // Consumer: the next event; DEADLINE_EXCEEDED if none arrives within `timeout`; OUT_OF_RANGE once
+  // the final event has been returned.
+  absl::StatusOr<OutputEvent> Next(absl::Duration timeout);
+  // Events buffered now.
+  size_t size() const;
+
+ private:
+  const size_t capacity_;
+  std::shared_ptr<SchedulerWaker> waker_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<OutputEvent> events_;
+  bool closed_ = false;     // the final event was pushed
+  bool cancelled_ = false;  // the consumer gave up
+};
+
+}  // namespace mcserve::engine

@@ -1,0 +1,84 @@
+// A generation request: what a client submits (RequestSpec), the state the scheduler keeps for it
+// (Request), and the client's side of it (RequestHandle: its output stream and cancellation).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "engine/sampling/output_stream.h"
+#include "engine/sampling/sampler.h"
+#include "engine/serving/output_channel.h"
+
+namespace mcserve::engine {
+
+// What a client asks for: prompt ids (already tokenized, off the scheduler thread), sampling and
+// stop rules. A plain value; any thread.
+struct RequestSpec {
+  std::vector<int32_t> prompt;  // [prompt_len] token ids, ≥ 1, each in [0, vocab)
+  SamplingParams sampling;
+  StopCriteria stop;
+  std::string client_id;        // optional caller label (logs, the server's id mapping); not unique
+};
+
+// InvalidArgument naming the problem: an empty prompt, more than `max_prompt_tokens` tokens, or an
+// id outside [0, vocab_size). Any thread.
+absl::Status ValidatePrompt(std::span<const int32_t> prompt, int vocab_size, int64_t max_prompt_tokens);
+
+// Where a request is in its life (kDone: finished, its slot released). Scheduler thread only.
+enum class RequestPhase { kWaiting, kPrefill, kDecode, kDone };
+
+// The scheduler's state for one request. Created by Scheduler::Submit (caller's thread), then owned
+// and touched by the scheduler thread only — except `channel`, which is thread-safe.
+struct Request {
+  uint64_t id = 0;
+  RequestSpec spec;
+  std::shared_ptr<OutputChannel> channel;
+  Sampler sampler;
+  OutputStream stream;
+
+  RequestPhase phase = RequestPhase::kWaiting;
+  int slot = -1;               // state slot while running
+  int64_t position = 0;        // prompt tokens in the slot's state (cached + prefilled)
+  int64_t cached_tokens = 0;   // prompt tokens Begin resumed from the prefix cache
+  bool first_event_sent = false;
+  int32_t next_input = 0;      // the last sampled token: input of the next decode step
+  int64_t last_scheduled = -1; // step number this request last ran in (decode fairness)
+
+  Request(uint64_t id, RequestSpec spec, std::shared_ptr<OutputChannel> channel, Sampler sampler,
+          OutputStream stream)
+      : id(id), spec(std::move(spec)), channel(std::move(channel)), sampler(std::move(sampler)),
+        stream(std::move(stream)) {}
+  int64_t prompt_len() const { return static_cast<int64_t>(spec.prompt.size()); }
+};
+
+// The client's side of a submitted request. Next: one consumer thread at a time; Abort and the
+// destructor: any thread. Destroying the handle aborts the request (the client vanished); the
+// handle may outlive the Engine.
+class RequestHandle {
+ public:
+  RequestHandle(uint64_t id, std::shared_ptr<OutputChannel> channel) : id_(id), channel_(std::move(channel)) {}
+  ~RequestHandle() { Abort(); }
+  RequestHandle(const RequestHandle&) = delete;
+  RequestHandle& operator=(const RequestHandle&) = delete;
+
+  // The engine-assigned id (unique per Engine), usable with Engine::Abort.
+  uint64_t id() const { return id_; }
+  // The next event; DEADLINE_EXCEEDED after `timeout` without one; OUT_OF_RANGE after the final event.
+  absl::StatusOr<OutputEvent> Next(absl::Duration timeout) { return channel_->Next(timeout); }
+  // Asks the scheduler to stop the request at its next step boundary; the stream then ends with a
+  // kCancelled event (unless it had already finished). Idempotent.
+  void Abort() { channel_->Cancel(); }
+
+ private:
+  uint64_t id_;
+  std::shared_ptr<OutputChannel> channel_;
+};
+
+}  // namespace mcserve::engine

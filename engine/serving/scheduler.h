@@ -1,0 +1,131 @@
+// Scheduler: the continuous-batching loop on its own thread (DESIGN.md §2). It owns every running
+// request and is the only caller of the ModelRunner. Each step it builds one batch within
+// `max_batch_tokens`: first one decode token for every running request whose output channel has
+// room (backpressure: a full channel skips the request this step), then prefill chunks in FCFS
+// order, admitting waiting requests (FCFS) while a state slot is free and ModelRunner::Begin finds
+// room. A prefill chunk ends on a multiple of boundary_tokens() (absolute prompt position) whenever
+// one fits, so the runner snapshots state at segment boundaries; the last chunk yields the first
+// token. Cancellation is seen at step boundaries. Submit/Abort/Stats are thread-safe.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <thread>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "engine/model/tokenizer.h"
+#include "engine/serving/model_runner.h"
+#include "engine/serving/output_channel.h"
+#include "engine/serving/request.h"
+
+namespace mcserve::engine {
+
+struct SchedulerOptions {
+  int max_waiting = 256;                // requests queued before Submit says RESOURCE_EXHAUSTED
+  int64_t max_batch_tokens = 2048;      // tokens per step (decodes + prefill chunks); ≥ num_slots
+  int64_t max_prompt_tokens = 1 << 20;  // longest prompt accepted
+  int channel_capacity = 64;            // output events buffered per request before backpressure
+};
+
+// A snapshot of the scheduler's gauges and counters. Plain value.
+struct SchedulerStats {
+  int slots_total = 0;  // = the effective concurrency cap
+  int slots_used = 0;
+  int64_t waiting = 0;  // queued, not admitted
+  int64_t running = 0;  // admitted (prefilling or decoding), slot held
+  RunnerStats runner;   // as of the last step or finish
+  int64_t steps = 0;
+  int64_t tokens_generated = 0;
+  int64_t prompt_tokens_processed = 0;  // prompt tokens run through the model (cached ones excluded)
+  int64_t prompt_tokens_cached = 0;     // prompt tokens Begin resumed from the prefix cache
+  // Requests finished, indexed by FinishReason (kLength, kStop, kCancelled, kError).
+  std::array<int64_t, 5> finished{};
+  int64_t finished_by(FinishReason r) const { return finished[static_cast<int>(r)]; }
+};
+
+class Scheduler {
+ public:
+  // Validates the options against the runner (max_batch_tokens ≥ num_slots, so every running
+  // request can decode each step) and starts the thread. `runner` and `tokenizer` must outlive the
+  // Scheduler. Any thread; the runner is used only by the scheduler thread afterwards.
+  static absl::StatusOr<std::unique_ptr<Scheduler>> Create(ModelRunner* runner, const Tokenizer* tokenizer,
+                                                           SchedulerOptions options);
+  // Shutdown().
+  ~Scheduler();
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Queues a request. InvalidArgument for a bad prompt, sampling or stop parameters (naming it);
+  // RESOURCE_EXHAUSTED when max_waiting requests are already queued; UNAVAILABLE after Shutdown.
+  // Any thread.
+  absl::StatusOr<std::shared_ptr<RequestHandle>> Submit(RequestSpec spec);
+  // Cancels request `id` at the next step boundary (its stream ends with kCancelled). NOT_FOUND if
+  // it is unknown or already finished. Any thread.
+  absl::Status Abort(uint64_t id);
+  // Cancels every queued and running request (each stream gets its kCancelled event), ends their
+  // sequences and joins the thread. Idempotent; any thread but the scheduler's.
+  void Shutdown();
+  // The latest snapshot. Any thread.
+  SchedulerStats Stats() const;
+  // State slots: the most requests that can run at once. Any thread.
+  int num_slots() const { return num_slots_; }
+
+ private:
+  // One sequence of the batch being built: `tokens` point into the request (prompt or next_input).
+  struct Planned {
+    Request* request;
+    std::span<const int32_t> tokens;
+    bool prefill;
+  };
+
+  Scheduler(ModelRunner* runner, const Tokenizer* tokenizer, SchedulerOptions options);
+  void Loop();
+  // Finishes cancelled requests, running and waiting.
+  void ReapCancelled();
+  // Builds this step's batch (admitting waiting requests); *admission_blocked when Begin said
+  // RESOURCE_EXHAUSTED for the head of the queue.
+  std::vector<Planned> BuildBatch(bool* admission_blocked);
+  // Admits the head of the queue into a free slot; false when admission must stop this step.
+  bool AdmitHead(bool* admission_blocked);
+  // The end (absolute prompt position) of r's next prefill chunk within `budget` tokens.
+  int64_t ChunkEnd(const Request& r, int64_t budget) const;
+  void RunStep(const std::vector<Planned>& plan);
+  // Ends r's sequence (if running), releases its slot, publishes stats and sends the final event.
+  void Finish(Request* r, OutputEvent final_event);
+  void PublishStats();
+  void CancelAll();
+
+  ModelRunner* runner_;
+  const Tokenizer* tokenizer_;
+  const SchedulerOptions options_;
+  const int num_slots_;
+  const int vocab_size_;
+  const int64_t boundary_;
+  const std::shared_ptr<SchedulerWaker> waker_ = std::make_shared<SchedulerWaker>();
+  std::atomic<uint64_t> next_id_{1};
+
+  // Shared with the submitting / stats threads.
+  mutable std::mutex mu_;
+  bool stopping_ = false;
+  std::deque<std::unique_ptr<Request>> waiting_;
+  absl::flat_hash_map<uint64_t, std::weak_ptr<OutputChannel>> live_;  // queued or running
+  SchedulerStats stats_;
+
+  // Scheduler thread only.
+  std::vector<std::unique_ptr<Request>> running_;  // admission order
+  std::vector<int> free_slots_;                    // descending, so back() is the lowest
+  SchedulerStats counters_;                        // counters accumulated by the thread
+  int64_t step_ = 0;
+
+  std::thread thread_;
+};
+
+}  // namespace mcserve::engine
