@@ -57,6 +57,7 @@ class StatePool {
   int64_t position(int slot) const { return positions_[slot]; }
   void Advance(int slot, int64_t tokens) { positions_[slot] += tokens; }
   CheckpointStore& checkpoints() { return *checkpoints_; }
+  const CheckpointStore& checkpoints() const { return *checkpoints_; }
 
  private:
   std::vector<LayerState> layers_;

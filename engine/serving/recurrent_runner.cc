@@ -1,0 +1,194 @@
+#include "engine/serving/recurrent_runner.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/core/status_macros.h"
+
+namespace mcserve::engine {
+
+using kernels::Tensor;
+
+absl::StatusOr<std::unique_ptr<RecurrentRunner>> RecurrentRunner::Create(const Model* model,
+                                                                         const RecurrentRunnerOptions& options) {
+  if (options.num_slots < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("runner needs at least one slot, got ", options.num_slots));
+  }
+  if (options.prefix_caching && options.prefix_block < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("prefix block of ", options.prefix_block, " tokens"));
+  }
+  MCSERVE_ASSIGN_OR_RETURN(StatePool pool, model->NewStatePool(options.num_slots, options.checkpoints));
+  std::unique_ptr<RecurrentRunner> runner(new RecurrentRunner(model, std::move(pool)));
+  runner->sequences_.resize(options.num_slots);
+  if (options.prefix_caching) {
+    int64_t block = options.prefix_block;
+    const auto& mc = model->config().memory_caching;
+    if (mc && mc->segmentation == McSegmentation::kConstant) {
+      block = (block + mc->segment_size - 1) / mc->segment_size * mc->segment_size;  // whole segments
+    }
+    CheckpointStore* store = &runner->pool_.checkpoints();
+    runner->cache_ = std::make_unique<PrefixCache>(store, block, options.prefix_cache_bytes);
+    store->SetEvictor([cache = runner->cache_.get()] { return cache->EvictOne(); });
+  }
+  return runner;
+}
+
+int RecurrentRunner::vocab_size() const { return static_cast<int>(model_->config().vocab_size); }
+
+int64_t RecurrentRunner::SegmentPageBytes() {
+  const auto& mc = model_->config().memory_caching;
+  if (!mc) return 0;
+  int64_t bytes = 0;
+  for (int l = 0; l < model_->config().num_hidden_layers; ++l) {
+    if (!mc->AppliesTo(l)) continue;
+    auto& tensors = pool_.layer(l).tensors();
+    auto it = tensors.find("memory");
+    if (it != tensors.end()) bytes += it->second.nbytes() / pool_.num_slots();
+  }
+  return bytes;
+}
+
+absl::StatusOr<int64_t> RecurrentRunner::Begin(int slot, std::span<const int32_t> prompt) {
+  if (slot < 0 || slot >= pool_.num_slots() || sequences_[slot].active) {
+    return absl::InvalidArgumentError(absl::StrCat("Begin: slot ", slot, " is not a free slot"));
+  }
+  if (prompt.empty()) return absl::InvalidArgumentError("Begin: empty prompt");
+  // Room for the next closed segment of every MC layer, when both tiers are bounded.
+  CheckpointStore& store = pool_.checkpoints();
+  const CheckpointStoreOptions& budget = store.options();
+  if (budget.device_bytes >= 0 && budget.host_bytes >= 0) {
+    const int64_t need = SegmentPageBytes();
+    auto free_bytes = [&] {
+      const CheckpointStoreStats s = store.stats();
+      return budget.device_bytes + budget.host_bytes - s.device_bytes - s.host_bytes;
+    };
+    while (free_bytes() < need && cache_ && cache_->EvictOne()) {
+    }
+    if (free_bytes() < need) {
+      return absl::ResourceExhaustedError(absl::StrCat("checkpoint store has no room for another sequence (",
+                                                       free_bytes(), " bytes free, ", need, " needed per segment)"));
+    }
+  }
+  MCSERVE_RETURN_IF_ERROR(pool_.Reset(slot));
+  Sequence& seq = sequences_[slot];
+  seq = Sequence{.active = true, .prompt_tokens = static_cast<int64_t>(prompt.size())};
+  if (!cache_) return 0;
+  const int64_t block = cache_->block_tokens();
+  const int64_t max_blocks = (static_cast<int64_t>(prompt.size()) - 1) / block;  // ≥ 1 token left to run
+  if (max_blocks == 0) return 0;
+  PrefixCache::Entry* hit = cache_->Lookup(prompt, max_blocks);
+  if (hit == nullptr) {
+    ++prefix_misses_;
+    return 0;
+  }
+  absl::Status restored = Restore(slot, *hit);
+  if (!restored.ok()) {
+    seq.active = false;
+    (void)pool_.Reset(slot);
+    return restored;
+  }
+  const int64_t cached = hit->blocks * block;
+  seq.tokens.assign(prompt.begin(), prompt.begin() + cached);
+  seq.last = hit;
+  cache_->Use(hit);
+  ++prefix_hits_;
+  prefix_cached_tokens_ += cached;
+  return cached;
+}
+
+absl::Status RecurrentRunner::Restore(int slot, const PrefixCache::Entry& entry) {
+  for (size_t l = 0; l < entry.state.size(); ++l) {
+    for (const auto& [name, host] : entry.state[l]) {
+      Tensor row = pool_.layer(static_cast<int>(l)).at(name).Rows(slot, slot + 1);
+      MCSERVE_RETURN_IF_ERROR(row.CopyFrom(host));
+    }
+    pool_.checkpoints().Adopt(slot, static_cast<int>(l), entry.pages[l]);
+  }
+  pool_.Advance(slot, entry.blocks * cache_->block_tokens());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<float>> RecurrentRunner::Step(std::span<const StepSequence> batch) {
+  std::vector<SequenceChunk> chunks;
+  chunks.reserve(batch.size());
+  for (const StepSequence& s : batch) {
+    if (s.slot < 0 || s.slot >= pool_.num_slots() || !sequences_[s.slot].active || s.tokens.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("Step: slot ", s.slot, " is not running, or has no tokens"));
+    }
+    chunks.push_back({.slot = s.slot, .tokens = s.tokens});
+  }
+  MCSERVE_ASSIGN_OR_RETURN(Tensor logits, model_->Forward(chunks, pool_));
+  MCSERVE_ASSIGN_OR_RETURN(std::vector<float> host, logits.ToHostF32());  // [B, vocab]
+  for (const StepSequence& s : batch) {
+    Sequence& seq = sequences_[s.slot];
+    seq.tokens.insert(seq.tokens.end(), s.tokens.begin(), s.tokens.end());
+    MCSERVE_RETURN_IF_ERROR(MaybeSnapshot(s.slot));
+  }
+  return host;
+}
+
+absl::Status RecurrentRunner::MaybeSnapshot(int slot) {
+  Sequence& seq = sequences_[slot];
+  if (!cache_ || seq.chain_broken) return absl::OkStatus();
+  const int64_t block = cache_->block_tokens(), position = pool_.position(slot);
+  const int64_t done = seq.last == nullptr ? 0 : seq.last->blocks;
+  if (position > seq.prompt_tokens || position < (done + 1) * block) return absl::OkStatus();
+  if (position != (done + 1) * block) {  // the step ran past a block end: the chain cannot continue
+    seq.chain_broken = true;
+    return absl::OkStatus();
+  }
+  MCSERVE_ASSIGN_OR_RETURN(std::vector<LayerSnapshot> state, Snapshot(slot));
+  std::vector<CheckpointList> pages;
+  for (int l = 0; l < static_cast<int>(state.size()); ++l) pages.push_back(pool_.checkpoints().Checkpoints(slot, l));
+  const std::span<const int32_t> tokens(seq.tokens.data() + done * block, block);
+  PrefixCache::Entry* entry = cache_->Insert(seq.last, tokens, std::move(state), pages);
+  if (entry == nullptr) {  // no room for the snapshot: stop caching this sequence's prefix
+    seq.chain_broken = true;
+    return absl::OkStatus();
+  }
+  cache_->Use(entry);
+  if (seq.last != nullptr) cache_->Unuse(seq.last);
+  seq.last = entry;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<LayerSnapshot>> RecurrentRunner::Snapshot(int slot) {
+  std::vector<LayerSnapshot> state(model_->config().num_hidden_layers);
+  for (size_t l = 0; l < state.size(); ++l) {
+    for (auto& [name, tensor] : pool_.layer(static_cast<int>(l)).tensors()) {
+      const Tensor row = tensor.Rows(slot, slot + 1);
+      MCSERVE_ASSIGN_OR_RETURN(Tensor host, Tensor::Zeros(row.dtype(), row.shape(), kernels::Device::kCpu));
+      MCSERVE_RETURN_IF_ERROR(host.CopyFrom(row));
+      state[l].emplace_back(name, std::move(host));
+    }
+    std::sort(state[l].begin(), state[l].end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  }
+  return state;
+}
+
+void RecurrentRunner::End(int slot) {
+  if (slot < 0 || slot >= pool_.num_slots() || !sequences_[slot].active) return;
+  Sequence& seq = sequences_[slot];
+  if (seq.last != nullptr) cache_->Unuse(seq.last);
+  seq = Sequence{};
+  pool_.checkpoints().Clear(slot);
+}
+
+RunnerStats RecurrentRunner::stats() const {
+  const CheckpointStoreStats s = pool_.checkpoints().stats();
+  return RunnerStats{.device_pages = s.device_pages,
+                     .host_pages = s.host_pages,
+                     .referenced_pages = s.referenced_pages,
+                     .stagings = s.stagings,
+                     .prefix_hits = prefix_hits_,
+                     .prefix_misses = prefix_misses_,
+                     .prefix_cached_tokens = prefix_cached_tokens_,
+                     .evictions = cache_ ? cache_->evictions() : 0};
+}
+
+absl::Status RecurrentRunner::SanityCheck() const {
+  MCSERVE_RETURN_IF_ERROR(pool_.checkpoints().SanityCheck());
+  return cache_ ? cache_->SanityCheck() : absl::OkStatus();
+}
+
+}  // namespace mcserve::engine

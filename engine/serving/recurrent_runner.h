@@ -1,0 +1,70 @@
+// RecurrentRunner: the ModelRunner over a loaded Model — its StatePool (one slot per running
+// sequence), the slots' CheckpointStore, and the PrefixCache that lets a request whose prompt starts
+// with cached whole blocks resume there (in both MC init modes, and for models without MC, which then
+// keep block-boundary states only for reuse). Scheduler thread only.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/runner/model.h"
+#include "engine/serving/model_runner.h"
+#include "engine/serving/prefix_cache.h"
+
+namespace mcserve::engine {
+
+struct RecurrentRunnerOptions {
+  int num_slots = 16;
+  CheckpointStoreOptions checkpoints;
+  bool prefix_caching = true;
+  // Tokens per prefix block: rounded up to a multiple of the MC segment size (constant segmentation).
+  int64_t prefix_block = 64;
+  int64_t prefix_cache_bytes = int64_t{1} << 30;  // host bytes of cached boundary states; -1 = unlimited
+};
+
+class RecurrentRunner : public ModelRunner {
+ public:
+  // `model` must outlive the runner. InvalidArgument for a bad option (slots < 1, prefix_block < 1).
+  static absl::StatusOr<std::unique_ptr<RecurrentRunner>> Create(const Model* model,
+                                                                 const RecurrentRunnerOptions& options);
+
+  int num_slots() const override { return pool_.num_slots(); }
+  int vocab_size() const override;
+  int64_t boundary_tokens() const override { return cache_ ? cache_->block_tokens() : 0; }
+  absl::StatusOr<int64_t> Begin(int slot, std::span<const int32_t> prompt) override;
+  absl::StatusOr<std::vector<float>> Step(std::span<const StepSequence> batch) override;
+  void End(int slot) override;
+  RunnerStats stats() const override;
+
+  // Store and cache invariants (reference counts, bytes), for tests and debug builds.
+  absl::Status SanityCheck() const;
+  const StatePool& pool() const { return pool_; }
+
+ private:
+  struct Sequence {
+    bool active = false;
+    std::vector<int32_t> tokens;            // everything the slot has run (prompt first)
+    int64_t prompt_tokens = 0;
+    PrefixCache::Entry* last = nullptr;     // the chain entry of the last snapshotted block
+    bool chain_broken = false;              // a block ended inside a step: no further snapshots
+  };
+  RecurrentRunner(const Model* model, StatePool pool) : model_(model), pool_(std::move(pool)) {}
+  // After a step: snapshot the slot when it sits exactly at the end of a prompt block.
+  absl::Status MaybeSnapshot(int slot);
+  absl::StatusOr<std::vector<LayerSnapshot>> Snapshot(int slot);
+  absl::Status Restore(int slot, const PrefixCache::Entry& entry);
+  // Bytes a sequence's next closed segment adds to the store (all MC layers).
+  int64_t SegmentPageBytes();
+
+  const Model* model_;
+  StatePool pool_;
+  std::unique_ptr<PrefixCache> cache_;  // null when prefix caching is off
+  std::vector<Sequence> sequences_;     // [num_slots]
+  int64_t prefix_hits_ = 0, prefix_misses_ = 0, prefix_cached_tokens_ = 0;
+};
+
+}  // namespace mcserve::engine

@@ -1,0 +1,193 @@
+// RecurrentRunner on the fixtures: a request resumed from a cached prompt prefix gives exactly the
+// logits of an uninterrupted run, for models without MC and for MC in both init modes, every
+// aggregation and both segmentations, on the CPU and on the emulated GPU (with SSC pages on the host
+// tier); the store and cache stay consistent, pages are released when requests end, and a store
+// without room refuses a new sequence.
+#include "engine/serving/recurrent_runner.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "fixture_util.h"
+#include "gtest/gtest.h"
+
+namespace mcserve::engine {
+namespace {
+
+using kernels::Device;
+using testing::FixtureDir;
+
+constexpr int64_t kBlock = 8;
+
+struct Case {
+  std::string fixture;
+  std::map<std::string, std::string> mc;
+  Device device = Device::kCpu;
+  CheckpointStoreOptions store;
+  std::string name;
+};
+
+std::vector<Case> Cases() {
+  std::vector<Case> cases;
+  cases.push_back({"gated_deltanet", {{"aggregation", "none"}}, Device::kCpu, {}, "gdn_no_mc"});
+  cases.push_back({"gla", {}, Device::kCpu, {}, "gla_no_mc"});
+  cases.push_back({"swla", {}, Device::kCpu, {}, "swla_no_mc"});
+  for (const char* agg : {"grm", "ssc", "residual", "mean"}) {
+    for (const char* init : {"independent", "checkpoint"}) {
+      cases.push_back({"gated_deltanet",
+                       {{"aggregation", agg}, {"segment_size", "4"}, {"init_mode", init}},
+                       Device::kCpu,
+                       {},
+                       std::string("gdn_") + agg + "_" + init});
+    }
+  }
+  cases.push_back({"titans", {{"aggregation", "grm"}, {"segmentation", "logarithmic"}}, Device::kCpu, {},
+                   "titans_grm_logarithmic"});
+  cases.push_back({"linear_attn_identity", {{"aggregation", "ssc"}, {"segment_size", "4"}, {"top_k", "1"}},
+                   Device::kCudaEmu, {.device_bytes = 0, .hot_pages = 2}, "la_ssc_host_tier_cuda_emu"});
+  cases.push_back({"gated_deltanet", {{"aggregation", "grm"}, {"segment_size", "4"}}, Device::kCudaEmu, {},
+                   "gdn_grm_cuda_emu"});
+  return cases;
+}
+
+// Runs `prompt` from position `from` in chunks ending on block boundaries, then `decode` greedy
+// tokens; returns every step's logits concatenated.
+std::vector<float> RunFrom(RecurrentRunner& runner, int slot, const std::vector<int32_t>& prompt, int64_t from,
+                           int decode) {
+  std::vector<float> all;
+  auto step = [&](std::span<const int32_t> tokens) -> std::vector<float> {
+    const StepSequence seq{.slot = slot, .tokens = tokens};
+    auto logits = runner.Step({&seq, 1});
+    EXPECT_TRUE(logits.ok()) << logits.status();
+    if (!logits.ok()) return {};
+    all.insert(all.end(), logits->begin(), logits->end());
+    return *logits;
+  };
+  std::vector<float> last;
+  for (int64_t b = from; b < static_cast<int64_t>(prompt.size());) {
+    const int64_t end = std::min<int64_t>((b / kBlock + 1) * kBlock, prompt.size());
+    last = step(std::span(prompt).subspan(b, end - b));
+    b = end;
+  }
+  for (int i = 0; i < decode && !last.empty(); ++i) {
+    const int32_t next = static_cast<int32_t>(std::max_element(last.begin(), last.end()) - last.begin());
+    last = step({&next, 1});
+  }
+  return all;
+}
+
+class PrefixReuseTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(PrefixReuseTest, ResumedFromACachedPrefixEqualsUninterrupted) {
+  const Case& c = GetParam();
+  auto model = Model::Load(FixtureDir(c.fixture), {.device = c.device, .num_threads = 1, .mc_overrides = c.mc});
+  ASSERT_TRUE(model.ok()) << model.status();
+  auto runner = RecurrentRunner::Create(
+      model->get(), {.num_slots = 3, .checkpoints = c.store, .prefix_block = kBlock, .prefix_cache_bytes = -1});
+  ASSERT_TRUE(runner.ok()) << runner.status();
+  RecurrentRunner& r = **runner;
+  EXPECT_EQ(r.boundary_tokens(), kBlock);
+  const std::vector<int32_t> prompt = testing::LoadGolden(c.fixture).prompt_ids;  // 35 tokens
+
+  // First request: a miss; it caches its prompt's blocks.
+  auto cached = r.Begin(0, prompt);
+  ASSERT_TRUE(cached.ok()) << cached.status();
+  EXPECT_EQ(*cached, 0);
+  const std::vector<float> uninterrupted = RunFrom(r, 0, prompt, 0, 6);
+  ASSERT_TRUE(r.SanityCheck().ok()) << r.SanityCheck();
+
+  // Second request with the same prompt, while the first still runs: resumes at 32 = 4 blocks.
+  cached = r.Begin(1, prompt);
+  ASSERT_TRUE(cached.ok()) << cached.status();
+  EXPECT_EQ(*cached, 32);
+  const std::vector<float> resumed = RunFrom(r, 1, prompt, *cached, 6);
+  // Logits of the steps after the cached prefix must be those of the uninterrupted run.
+  const size_t vocab = r.vocab_size(), skipped_steps = 4;
+  ASSERT_EQ(resumed.size() + skipped_steps * vocab, uninterrupted.size());
+  EXPECT_TRUE(std::equal(resumed.begin(), resumed.end(), uninterrupted.begin() + skipped_steps * vocab));
+
+  // A prompt sharing only the first two blocks resumes at 16.
+  std::vector<int32_t> other(prompt.begin(), prompt.begin() + 20);
+  other[18] = (other[18] + 1) % static_cast<int32_t>(vocab);
+  cached = r.Begin(2, other);
+  ASSERT_TRUE(cached.ok()) << cached.status();
+  EXPECT_EQ(*cached, 16);
+  EXPECT_EQ(r.stats().prefix_hits, 2);
+  EXPECT_EQ(r.stats().prefix_misses, 1);
+  EXPECT_EQ(r.stats().prefix_cached_tokens, 48);
+
+  // Everything ends: no page is referenced by a sequence any more; the cache keeps its entries.
+  for (int slot = 0; slot < 3; ++slot) r.End(slot);
+  EXPECT_EQ(r.stats().referenced_pages, 0);
+  ASSERT_TRUE(r.SanityCheck().ok()) << r.SanityCheck();
+  if (c.store.device_bytes == 0) EXPECT_GT(r.stats().stagings, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, PrefixReuseTest, ::testing::ValuesIn(Cases()),
+                         [](const auto& info) { return info.param.name; });
+
+TEST(RecurrentRunnerTest, PrefixCachingOffNeverHitsAndSameLogits) {
+  const std::map<std::string, std::string> mc = {{"aggregation", "grm"}, {"segment_size", "4"}};
+  auto model = Model::Load(FixtureDir("gated_deltanet"), {.num_threads = 1, .mc_overrides = mc});
+  ASSERT_TRUE(model.ok());
+  auto on = RecurrentRunner::Create(model->get(), {.num_slots = 1, .prefix_block = kBlock});
+  auto off = RecurrentRunner::Create(model->get(), {.num_slots = 1, .prefix_caching = false});
+  ASSERT_TRUE(on.ok() && off.ok());
+  EXPECT_EQ((*off)->boundary_tokens(), 0);
+  const std::vector<int32_t> prompt = testing::LoadGolden("gated_deltanet").prompt_ids;
+  ASSERT_TRUE((*on)->Begin(0, prompt).ok());
+  ASSERT_TRUE((*off)->Begin(0, prompt).ok());
+  EXPECT_EQ(RunFrom(**on, 0, prompt, 0, 4), RunFrom(**off, 0, prompt, 0, 4));
+  (*off)->End(0);
+  auto again = (*off)->Begin(0, prompt);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, 0);
+  EXPECT_EQ((*off)->stats().prefix_hits + (*off)->stats().prefix_misses, 0);
+}
+
+TEST(RecurrentRunnerTest, ASmallCacheEvictsButNeverWhatARunningSequenceExtends) {
+  const std::map<std::string, std::string> mc = {{"aggregation", "grm"}, {"segment_size", "4"}};
+  auto model = Model::Load(FixtureDir("gated_deltanet"), {.num_threads = 1, .mc_overrides = mc});
+  ASSERT_TRUE(model.ok());
+  // Room for about two snapshots.
+  auto probe = (*model)->NewStatePool(1);
+  ASSERT_TRUE(probe.ok());
+  const int64_t snapshot = probe->bytes_per_slot();
+  auto runner = RecurrentRunner::Create(
+      model->get(), {.num_slots = 2, .prefix_block = kBlock, .prefix_cache_bytes = 2 * snapshot + snapshot / 2});
+  ASSERT_TRUE(runner.ok());
+  RecurrentRunner& r = **runner;
+  const std::vector<int32_t> prompt = testing::LoadGolden("gated_deltanet").prompt_ids;
+  for (int round = 0; round < 3; ++round) {
+    std::vector<int32_t> p = prompt;
+    p[0] = (p[0] + round) % r.vocab_size();  // different first block: a separate chain each round
+    ASSERT_TRUE(r.Begin(0, p).ok());
+    RunFrom(r, 0, p, 0, 1);
+    ASSERT_TRUE(r.SanityCheck().ok()) << r.SanityCheck();
+    r.End(0);
+  }
+  EXPECT_GT(r.stats().evictions, 0);
+  ASSERT_TRUE(r.SanityCheck().ok()) << r.SanityCheck();
+  EXPECT_EQ(r.stats().referenced_pages, 0);
+}
+
+TEST(RecurrentRunnerTest, AStoreWithoutRoomRefusesANewSequence) {
+  const std::map<std::string, std::string> mc = {{"aggregation", "grm"}, {"segment_size", "4"}};
+  auto model = Model::Load(FixtureDir("gated_deltanet"), {.num_threads = 1, .mc_overrides = mc});
+  ASSERT_TRUE(model.ok());
+  auto runner = RecurrentRunner::Create(model->get(),
+                                        {.num_slots = 2, .checkpoints = {.device_bytes = 0, .host_bytes = 16}});
+  ASSERT_TRUE(runner.ok());
+  const std::vector<int32_t> prompt = {1, 2, 3};
+  auto begun = (*runner)->Begin(0, prompt);
+  EXPECT_EQ(begun.status().code(), absl::StatusCode::kResourceExhausted) << begun.status();
+  EXPECT_TRUE(absl::StrContains(begun.status().message(), "no room for another sequence")) << begun.status();
+  // The slot stays free.
+  EXPECT_EQ((*runner)->Step(std::vector<StepSequence>{{.slot = 0, .tokens = prompt}}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace mcserve::engine
