@@ -98,11 +98,16 @@ const char* WarpOpName(WarpOp op) {
 void CompleteWarpGroups(BlockRun& run, int warp) {
   const int base = warp * kWarp;
   const int lanes = LanesIn(run.n, warp);
+  // Lanes still running: no collective whose mask names one of them can complete yet. Checking this
+  // first keeps a warp's arrivals O(lanes) each instead of O(lanes²).
+  unsigned running = 0;
+  for (int l = 0; l < lanes; ++l) running |= (run.threads[base + l].state == ThreadState::kRunnable ? 1u : 0u) << l;
   for (int l = 0; l < lanes; ++l) {
     const EmuThread& a = run.threads[base + l];
     if (a.state != ThreadState::kWarp || a.warp.op == WarpOp::kActiveMask) continue;
     const WarpOp op = a.warp.op;
     const unsigned mask = a.warp.mask;
+    if ((mask & running) != 0) continue;
     unsigned participants = 0;
     bool complete = true;
     for (int j = 0; j < lanes && complete; ++j) {  // lanes >= `lanes` do not exist: as if exited
