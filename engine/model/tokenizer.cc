@@ -144,26 +144,73 @@ int32_t Tokenizer::vocab_size() const { return impl_->processor.PieceSize(); }
 int32_t Tokenizer::bos_id() const { return impl_->processor.BosId(); }
 int32_t Tokenizer::eos_id() const { return impl_->processor.EosId(); }
 
+// Windowed decoding. SentencePiece's Decode drops the leading "▁" of the first piece that is not a
+// control piece (BOS/EOS decode to nothing) and decodes each run of byte pieces on its own (a byte
+// that does not form a valid character becomes U+FFFD). So for a window = context ids + new ids,
+// where the context ends exactly where everything was emitted (no pending partial character) and
+// decodes to non-empty text (so it holds a non-control piece), Decode(window) = Decode(context) +
+// (the new ids' text in the whole stream): no new piece is the first non-control one, and UTF-8
+// decoding resynchronises on every lead byte, so context bytes cut mid-character only change the
+// context's own (never re-emitted) text.
+namespace {
+constexpr size_t kContextIds = 4;   // ids of left context kept when the window shrinks
+constexpr size_t kShrinkAt = 16;    // window length that triggers a shrink
+}  // namespace
+
 absl::StatusOr<std::string> IncrementalDetokenizer::Push(int32_t id) {
-  ids_.push_back(id);
-  // Decoding the whole list keeps SentencePiece's leading-space rule identical to Decode(all ids).
-  absl::StatusOr<std::string> text = tokenizer_->Decode(ids_);
+  window_.push_back(id);
+  absl::StatusOr<std::string> text = tokenizer_->Decode(window_);
   if (!text.ok()) {
-    ids_.pop_back();
+    window_.pop_back();
     return text.status();
   }
   const size_t stable = StableLength(*text);
-  if (stable <= emitted_bytes_) return std::string();
-  std::string delta = text->substr(emitted_bytes_, stable - emitted_bytes_);
-  emitted_bytes_ = stable;
+  std::string delta;
+  if (stable > emitted_bytes_) {
+    delta = text->substr(emitted_bytes_, stable - emitted_bytes_);
+    emitted_bytes_ = stable;
+    any_text_ = true;
+  }
+  if (stable == text->size()) ShrinkWindow(*text);
   return delta;
 }
 
+void IncrementalDetokenizer::ShrinkWindow(std::string_view window_text) {
+  if (!any_text_) {
+    // Every id so far decodes to nothing: control pieces (BOS, EOS) plus at most one other piece
+    // (a lone "▁", which loses its "▁" as the first non-control piece; a second would be text).
+    // Only that piece matters for what follows; a control id c has Decode({c, c}) == "".
+    if (window_text.empty() && window_.size() >= kShrinkAt) {
+      std::vector<int32_t> kept;
+      for (int32_t id : window_) {
+        const int32_t twice[2] = {id, id};
+        absl::StatusOr<std::string> text = tokenizer_->Decode(twice);
+        if (!text.ok() || !text->empty()) kept.push_back(id);
+      }
+      window_ = std::move(kept);
+      emitted_bytes_ = 0;
+    }
+    return;
+  }
+  if (window_.size() < kShrinkAt) return;
+  std::vector<int32_t> context(window_.end() - kContextIds, window_.end());
+  absl::StatusOr<std::string> context_text = tokenizer_->Decode(context);
+  // The context must decode to non-empty, fully stable text that ends the window's text.
+  if (!context_text.ok() || context_text->empty() || StableLength(*context_text) != context_text->size() ||
+      context_text->size() > window_text.size() ||
+      window_text.substr(window_text.size() - context_text->size()) != *context_text) {
+    return;  // keep the longer window; retried on the next Push
+  }
+  window_ = std::move(context);
+  emitted_bytes_ = context_text->size();
+}
+
 std::string IncrementalDetokenizer::Flush() {
-  absl::StatusOr<std::string> text = tokenizer_->Decode(ids_);
+  absl::StatusOr<std::string> text = tokenizer_->Decode(window_);
   if (!text.ok() || text->size() <= emitted_bytes_) return std::string();
   std::string rest = text->substr(emitted_bytes_);
   emitted_bytes_ = text->size();
+  if (!rest.empty()) any_text_ = true;
   return rest;
 }
 

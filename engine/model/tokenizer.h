@@ -35,19 +35,26 @@ class Tokenizer {
 };
 
 // Turns a growing list of generated ids into text deltas; holds back bytes of an incomplete
-// UTF-8 character until it completes. One instance per stream; not thread-safe.
+// UTF-8 character until it completes. The concatenated deltas plus Flush() equal Decode(all ids).
+// Each Push decodes only a bounded window (the ids since the last fully emitted point plus a few
+// ids of left context), so a stream costs O(n), not O(n²). One instance per stream; not thread-safe.
 class IncrementalDetokenizer {
  public:
   explicit IncrementalDetokenizer(const Tokenizer* tokenizer) : tokenizer_(tokenizer) {}
-  // Appends `id` and returns the newly completed text (possibly empty).
+  // Appends `id` and returns the newly completed text (possibly empty). A bad id → InvalidArgument
+  // and the stream is unchanged.
   absl::StatusOr<std::string> Push(int32_t id);
   // Text still held back at the end of the stream (an incomplete character, emitted as is).
   std::string Flush();
 
  private:
+  // Drops all but a few ids of context from window_ once everything decoded so far was emitted.
+  void ShrinkWindow(std::string_view window_text);
+
   const Tokenizer* tokenizer_;
-  std::vector<int32_t> ids_;
-  size_t emitted_bytes_ = 0;
+  std::vector<int32_t> window_;  // the last ids of the stream: context + not yet final ones
+  size_t emitted_bytes_ = 0;     // bytes of Decode(window_) already handed out (or context)
+  bool any_text_ = false;        // the stream's text so far is non-empty
 };
 
 // True if `s` is well-formed UTF-8 (no overlongs, surrogates or code points above U+10FFFF).

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -212,6 +213,95 @@ TEST_F(TokenizerTest, MatchesReferencePromptIds) {
   std::vector<int32_t> expected(static_cast<size_t>(entry->shape.at(0)));
   std::memcpy(expected.data(), (*file)->DataOf(*entry), expected.size() * sizeof(int32_t));
   EXPECT_EQ(MustEncode("The cat watched 3 gulls from the window sill.", true), expected);
+}
+
+// Random streams mixing uniform ids (control tokens, lone and invalid byte pieces, "▁" pieces) with
+// the ids of multi-byte text (byte-fallback pieces that form 2-4 byte characters).
+std::vector<int32_t> RandomStream(const Tokenizer& tokenizer, size_t n, uint64_t seed) {
+  static const char* const kChunks[] = {"caf\xC3\xA9", " \xE2\x82\xAC", "\xF0\x9F\x98\x80", " \xE6\x97\xA5\xE6\x9C\xAC",
+                                        "  two  spaces", "\xC3\xA9\xC3\xA9", " the sun", "\xD0\x96x", "\n\t"};
+  std::mt19937_64 rng(seed);
+  std::vector<int32_t> ids;
+  while (ids.size() < n) {
+    const int kind = static_cast<int>(rng() % 4);
+    if (kind == 0) {
+      ids.push_back(static_cast<int32_t>(rng() % tokenizer.vocab_size()));
+    } else {
+      auto chunk = tokenizer.Encode(kChunks[rng() % std::size(kChunks)], /*add_bos=*/false);
+      if (chunk.ok()) ids.insert(ids.end(), chunk->begin(), chunk->end());
+    }
+  }
+  ids.resize(n);
+  return ids;
+}
+
+// Streams `ids`; every delta is valid UTF-8 and, when `check_prefixes`, the text so far is a prefix
+// of Decode(ids pushed so far) after every step. The deltas plus Flush equal Decode(all ids).
+void ExpectStreamMatchesDecode(const Tokenizer& tokenizer, const std::vector<int32_t>& ids, bool check_prefixes) {
+  IncrementalDetokenizer detok(&tokenizer);
+  std::string streamed;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    auto delta = detok.Push(ids[i]);
+    ASSERT_TRUE(delta.ok()) << delta.status();
+    ASSERT_TRUE(IsValidUtf8(*delta)) << "delta " << i;
+    streamed += *delta;
+    if (check_prefixes) {
+      auto so_far = tokenizer.Decode(std::span<const int32_t>(ids.data(), i + 1));
+      ASSERT_TRUE(so_far.ok());
+      ASSERT_EQ(so_far->compare(0, streamed.size(), streamed), 0) << "step " << i;
+    }
+  }
+  streamed += detok.Flush();
+  auto full = tokenizer.Decode(ids);
+  ASSERT_TRUE(full.ok()) << full.status();
+  ASSERT_EQ(streamed, *full);
+}
+
+// The fixtures' tokenizers plus a unigram model trained now (a different piece inventory: a lone
+// "▁" piece, split digits), each against Decode(all ids) on long random streams.
+TEST_F(TokenizerTest, IncrementalDetokenizerMatchesDecodeOnLongRandomStreams) {
+  std::vector<std::unique_ptr<Tokenizer>> owned;
+  std::vector<const Tokenizer*> tokenizers = {tokenizer_};
+  for (const std::string path : {std::string(MCSERVE_SOURCE_DIR) + "/models/mcserve-tiny/tokenizer.model",
+                                 std::string(MCSERVE_TEST_DATA_DIR) + "/models/gla/tokenizer.model",
+                                 std::string(MCSERVE_TEST_DATA_DIR) + "/models/titans/tokenizer.model"}) {
+    if (!std::filesystem::exists(path)) continue;
+    auto loaded = Tokenizer::Load(path);
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    owned.push_back(std::move(*loaded));
+    tokenizers.push_back(owned.back().get());
+  }
+  TempDir dir;
+  const std::string command = "spm_train --input=" + std::string(MCSERVE_TEST_DATA_DIR) +
+                              "/tokenizer_corpus.txt --model_prefix=" + dir.File("uni") +
+                              " --vocab_size=400 --model_type=unigram --byte_fallback=true --split_digits=true"
+                              " --character_coverage=1.0 --hard_vocab_limit=false > /dev/null 2>&1";
+  if (std::system(command.c_str()) == 0) {
+    auto loaded = Tokenizer::Load(dir.File("uni.model"));
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    owned.push_back(std::move(*loaded));
+    tokenizers.push_back(owned.back().get());
+  }
+  for (size_t t = 0; t < tokenizers.size(); ++t) {
+    SCOPED_TRACE("tokenizer " + std::to_string(t));
+    for (uint64_t seed = 1; seed <= 3; ++seed) {
+      ExpectStreamMatchesDecode(*tokenizers[t], RandomStream(*tokenizers[t], 600, seed), /*check_prefixes=*/true);
+    }
+    ExpectStreamMatchesDecode(*tokenizers[t], RandomStream(*tokenizers[t], 30000, 99), /*check_prefixes=*/false);
+    // Leading-space rule across ids that decode to nothing (BOS, EOS) and a lone space piece.
+    const int32_t bos = tokenizers[t]->bos_id(), eos = tokenizers[t]->eos_id();
+    auto hello = tokenizers[t]->Encode(" hello world", false);
+    ASSERT_TRUE(hello.ok());
+    for (const std::vector<int32_t>& prefix :
+         {std::vector<int32_t>{bos}, std::vector<int32_t>{eos, eos, bos}, std::vector<int32_t>(20, eos)}) {
+      std::vector<int32_t> ids = prefix;
+      for (int rep = 0; rep < 8; ++rep) {
+        ids.insert(ids.end(), hello->begin(), hello->end());
+        ids.insert(ids.end(), 5, eos);
+      }
+      ExpectStreamMatchesDecode(*tokenizers[t], ids, /*check_prefixes=*/true);
+    }
+  }
 }
 
 }  // namespace
