@@ -1,6 +1,7 @@
 // WeightBinder: fetches a model's tensors by name with the shapes its config implies, so that every
-// weight is validated before use. Matrices keep their on-disk dtype (F32/BF16/F16, read by the GEMM);
-// vectors and small tensors are widened to F32 on the model's device. Used while loading only.
+// weight is validated before use. Matrices keep their on-disk dtype (F32/BF16/F16) on every device
+// (read as stored by Linear's GEMV/GEMM, Embedding and ShortConv); vectors and small tensors are
+// widened to F32 on the model's device. Used while loading only.
 #pragma once
 
 #include <memory>
@@ -18,13 +19,17 @@ class WeightBinder {
   WeightBinder(std::shared_ptr<const WeightStore> store, kernels::Device device)
       : store_(std::move(store)), device_(device) {}
 
-  // A matrix (projection, embedding) with exactly `shape`, in its stored dtype.
+  // A matrix (projection, embedding) with exactly `shape`, in its stored dtype, on the device (the
+  // host copy is the mmapped file itself on the CPU).
   absl::StatusOr<kernels::Tensor> Matrix(std::string_view name, const kernels::Shape& shape) const;
-  // A tensor with exactly `shape`, converted to F32.
+  // A tensor with exactly `shape`, converted to F32, on the device.
   absl::StatusOr<kernels::Tensor> Float(std::string_view name, const kernels::Shape& shape) const;
   bool Has(std::string_view name) const { return store_->Has(name); }
 
  private:
+  // The stored (host) tensor with exactly `shape`; InvalidArgument for an I32 tensor.
+  absl::StatusOr<kernels::Tensor> Stored(std::string_view name, const kernels::Shape& shape) const;
+
   std::shared_ptr<const WeightStore> store_;
   kernels::Device device_;
 };
