@@ -25,10 +25,11 @@ void SchedulerWaker::Notify() {
   cv_.notify_all();
 }
 
-void SchedulerWaker::Wait(absl::Duration timeout) {
+bool SchedulerWaker::Wait(absl::Duration timeout) {
   std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait_for(lock, ToChrono(timeout), [this] { return pending_; });
+  const bool notified = cv_.wait_for(lock, ToChrono(timeout), [this] { return pending_; });
   pending_ = false;
+  return notified;
 }
 
 OutputChannel::OutputChannel(size_t capacity, std::shared_ptr<SchedulerWaker> waker)

@@ -25,6 +25,7 @@ namespace mcserve::engine {
 
 // One event of a request's stream. A token event has token_id ≥ 0; the final event has `finish` set
 // (kLength / kStop may carry the last token; kCancelled and kError carry none; kError has `error`).
+// Plain value.
 struct OutputEvent {
   int32_t token_id = -1;                // -1: no token in this event
   std::string text;                     // text delta (may be empty: held-back UTF-8 bytes)
@@ -45,8 +46,9 @@ class SchedulerWaker {
  public:
   // Any thread: makes the next (or current) Wait return.
   void Notify();
-  // Scheduler thread: blocks until Notify was called since the last Wait, or `timeout` passes.
-  void Wait(absl::Duration timeout);
+  // Scheduler thread: blocks until Notify was called since the last Wait, or `timeout` passes;
+  // true if notified.
+  bool Wait(absl::Duration timeout);
 
  private:
   std::mutex mu_;

@@ -58,13 +58,16 @@ Scheduler::Scheduler(ModelRunner* runner, const Tokenizer* tokenizer, SchedulerO
       vocab_size_(runner->vocab_size()),
       boundary_(runner->boundary_tokens()) {
   for (int s = num_slots_ - 1; s >= 0; --s) free_slots_.push_back(s);
+  for (int32_t id = tokenizer->vocab_size(); id < vocab_size_; ++id) padding_ids_.push_back(id);
   counters_.slots_total = num_slots_;
 }
 
 Scheduler::~Scheduler() { Shutdown(); }
 
 absl::StatusOr<std::shared_ptr<RequestHandle>> Scheduler::Submit(RequestSpec spec) {
-  MCSERVE_RETURN_IF_ERROR(ValidatePrompt(spec.prompt, vocab_size_, options_.max_prompt_tokens));
+  // Prompt ids must be known to both the tokenizer and the model.
+  MCSERVE_RETURN_IF_ERROR(ValidatePrompt(spec.prompt, std::min<int>(vocab_size_, tokenizer_->vocab_size()),
+                                         options_.max_prompt_tokens));
   MCSERVE_ASSIGN_OR_RETURN(Sampler sampler, Sampler::Create(spec.sampling, vocab_size_));
   sampler.SetPrompt(spec.prompt);
   MCSERVE_ASSIGN_OR_RETURN(OutputStream stream, OutputStream::Create(tokenizer_, spec.stop, tokenizer_->eos_id()));
@@ -169,10 +172,15 @@ int64_t Scheduler::ChunkEnd(const Request& r, int64_t budget) const {
   const int64_t start = r.position;
   int64_t end = std::min(r.prompt_len(), start + budget);
   if (boundary_ > 0) {
-    // Round down to a segment boundary when one lies in (start, end]; otherwise keep the partial
-    // chunk (a later chunk re-aligns, since boundaries are absolute prompt positions).
-    const int64_t aligned = end / boundary_ * boundary_;
-    if (aligned > start) end = aligned;
+    if (options_.stop_at_every_boundary) {
+      // Stop at the first boundary after start: the chunk never crosses one mid-step.
+      end = std::min(end, (start / boundary_ + 1) * boundary_);
+    } else {
+      // Round down to a segment boundary when one lies in (start, end]; otherwise keep the partial
+      // chunk (a later chunk re-aligns, since boundaries are absolute prompt positions).
+      const int64_t aligned = end / boundary_ * boundary_;
+      if (aligned > start) end = aligned;
+    }
   }
   return end;
 }
@@ -287,7 +295,8 @@ void Scheduler::RunStep(const std::vector<Planned>& plan) {
       if (r->position < r->prompt_len()) continue;  // mid-prompt: these logits are not used
       r->phase = RequestPhase::kDecode;
     }
-    const std::vector<int32_t> banned = r->stream.BannedIds();
+    std::vector<int32_t> banned = r->stream.BannedIds();
+    banned.insert(banned.end(), padding_ids_.begin(), padding_ids_.end());
     SampledToken tok = r->sampler.Sample(std::span<const float>(logits->data() + i * vocab, vocab), banned);
     absl::StatusOr<OutputStream::Delta> delta = r->stream.Push(tok.id);
     if (!delta.ok()) {

@@ -4,8 +4,8 @@
 // room (backpressure: a full channel skips the request this step), then prefill chunks in FCFS
 // order, admitting waiting requests (FCFS) while a state slot is free and ModelRunner::Begin finds
 // room. A prefill chunk ends on a multiple of boundary_tokens() (absolute prompt position) whenever
-// one fits, so the runner snapshots state at segment boundaries; the last chunk yields the first
-// token. Cancellation is seen at step boundaries. Submit/Abort/Stats are thread-safe.
+// one fits, and by default stops at the first one (see stop_at_every_boundary), so the runner
+// snapshots state at every segment boundary; the last chunk yields the first token. Cancellation is seen at step boundaries. Submit/Abort/Stats are thread-safe.
 #pragma once
 
 #include <array>
@@ -28,11 +28,18 @@
 
 namespace mcserve::engine {
 
+// Scheduler settings (plain value). See EngineOptions for the server flags.
 struct SchedulerOptions {
   int max_waiting = 256;                // requests queued before Submit says RESOURCE_EXHAUSTED
   int64_t max_batch_tokens = 2048;      // tokens per step (decodes + prefill chunks); ≥ num_slots
   int64_t max_prompt_tokens = 1 << 20;  // longest prompt accepted
   int channel_capacity = 64;            // output events buffered per request before backpressure
+  // Prefill chunks never cross a boundary_tokens() multiple without ending there (at most one
+  // block per sequence per step), so the runner can snapshot at every block end: RecurrentRunner
+  // snapshots only when a step ends exactly at the sequence's next block end. When false, a chunk
+  // is only rounded down to the last boundary that fits (fewer steps, but intermediate boundaries
+  // are crossed mid-step).
+  bool stop_at_every_boundary = true;
 };
 
 // A snapshot of the scheduler's gauges and counters. Plain value.
@@ -109,6 +116,7 @@ class Scheduler {
   const int num_slots_;
   const int vocab_size_;
   const int64_t boundary_;
+  std::vector<int32_t> padding_ids_;  // ids the runner has but the tokenizer doesn't: never sampled
   const std::shared_ptr<SchedulerWaker> waker_ = std::make_shared<SchedulerWaker>();
   std::atomic<uint64_t> next_id_{1};
 

@@ -1,0 +1,252 @@
+// FakeModelRunner: a deterministic ModelRunner for scheduler tests. Each slot's logits depend only
+// on the tokens that slot has run (a hash of the history picks the arg-max token, every other logit
+// is lower), so a sequence's output does not depend on what else shares its batches. Every Step's
+// batch is recorded; Begin's results (cached prefix, RESOURCE_EXHAUSTED a number of times) and Step
+// failures are configurable. Thread-safe (one mutex) so tests may inspect it while the scheduler runs.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <set>
+#include <span>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "engine/serving/model_runner.h"
+
+namespace mcserve::engine::testing {
+
+class FakeModelRunner : public ModelRunner {
+ public:
+  // One sequence of a recorded step.
+  struct Seq {
+    int slot;
+    int64_t start;                // tokens the slot had run before this step
+    std::vector<int32_t> tokens;  // [n]
+    int64_t prompt_size;          // of the slot's sequence: start < prompt_size means prefill
+    bool prefill() const { return start < prompt_size; }
+  };
+  struct Options {
+    int num_slots = 4;
+    int vocab = 1000;
+    int64_t boundary = 0;
+    // Tokens the fake never picks as the arg-max (e.g. EOS, so tests control stopping).
+    std::set<int32_t> never_pick;
+  };
+
+  explicit FakeModelRunner(Options options) : options_(std::move(options)) {}
+
+  int num_slots() const override { return options_.num_slots; }
+  int vocab_size() const override { return options_.vocab; }
+  int64_t boundary_tokens() const override { return options_.boundary; }
+
+  absl::StatusOr<int64_t> Begin(int slot, std::span<const int32_t> prompt) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++begin_calls_;
+    if (slot < 0 || slot >= options_.num_slots || active_.count(slot)) {
+      ++violations_;
+      return absl::InternalError("Begin on a bad or busy slot");
+    }
+    if (exhausted_left_ > 0) {
+      --exhausted_left_;
+      return absl::ResourceExhaustedError("fake: checkpoint store full");
+    }
+    int64_t cached = 0;
+    if (cached_for_ && prompt.size() > 1) {
+      cached = std::clamp<int64_t>(cached_for_(prompt), 0, static_cast<int64_t>(prompt.size()) - 1);
+    }
+    active_.insert(slot);
+    begun_.push_back(std::vector<int32_t>(prompt.begin(), prompt.end()));
+    history_[slot].assign(prompt.begin(), prompt.begin() + cached);
+    begun_prompt_size_[slot] = static_cast<int64_t>(prompt.size());
+    return cached;
+  }
+
+  absl::StatusOr<std::vector<float>> Step(std::span<const StepSequence> batch) override {
+    {
+      // The gate: a test can hold the scheduler inside a chosen step.
+      std::unique_lock<std::mutex> gate(gate_mu_);
+      if (pause_at_ >= 0 && step_count_ >= pause_at_) {
+        blocked_ = true;
+        gate_cv_.notify_all();
+        gate_cv_.wait(gate, [this] { return pause_at_ < 0 || step_count_ < pause_at_; });
+        blocked_ = false;
+      }
+      ++step_count_;
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<Seq> record;
+    std::set<int> seen;
+    for (const StepSequence& s : batch) {
+      if (!active_.count(s.slot) || !seen.insert(s.slot).second || s.tokens.empty()) ++violations_;
+      record.push_back({s.slot, static_cast<int64_t>(history_[s.slot].size()),
+                        std::vector<int32_t>(s.tokens.begin(), s.tokens.end()), begun_prompt_size_[s.slot]});
+    }
+    // Every begun sequence past its prompt must decode in every step (when its channel has room).
+    for (int slot : active_) {
+      if (static_cast<int64_t>(history_[slot].size()) >= begun_prompt_size_[slot] && !seen.count(slot)) {
+        ++decode_missing_;
+      }
+    }
+    steps_.push_back(record);
+    for (const StepSequence& s : batch) {
+      for (int32_t t : s.tokens) {
+        if (poison_token_ >= 0 && t == poison_token_) {
+          ++failed_steps_;
+          // A failed step leaves the state undefined; the scheduler must end these sequences.
+          return absl::InternalError("fake: poisoned token in batch");
+        }
+      }
+    }
+    std::vector<float> logits(batch.size() * options_.vocab);
+    for (size_t i = 0; i < batch.size(); ++i) {
+      std::vector<int32_t>& h = history_[batch[i].slot];
+      h.insert(h.end(), batch[i].tokens.begin(), batch[i].tokens.end());
+      FillLogits(h, begun_prompt_size_[batch[i].slot],
+                 std::span<float>(logits.data() + i * options_.vocab, options_.vocab));
+    }
+    return logits;
+  }
+
+  void End(int slot) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++end_calls_[slot];
+    if (!active_.erase(slot)) ++violations_;
+  }
+
+  RunnerStats stats() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    RunnerStats s;
+    s.referenced_pages = static_cast<int64_t>(active_.size());
+    s.prefix_hits = begin_calls_;
+    return s;
+  }
+
+  // The arg-max token after `history` of a sequence with a `prompt_size`-token prompt (what a
+  // greedy sampler picks next). Call without holding mu_ only from tests (forced_ is read).
+  int32_t NextToken(std::span<const int32_t> history, int64_t prompt_size) const {
+    const int64_t generated = static_cast<int64_t>(history.size()) - prompt_size + 1;  // 1-based
+    if (auto it = forced_.find(generated); it != forced_.end() && generated >= 1) return it->second;
+    uint64_t h = 1469598103934665603ull;
+    for (int32_t t : history) h = (h ^ static_cast<uint32_t>(t)) * 1099511628211ull;
+    int32_t id = static_cast<int32_t>(h % options_.vocab);
+    while (options_.never_pick.count(id)) id = (id + 1) % options_.vocab;
+    return id;
+  }
+
+  // Configuration (call before or while the scheduler runs).
+  void SetExhausted(int times) {
+    std::lock_guard<std::mutex> lock(mu_);
+    exhausted_left_ = times;
+  }
+  void SetCachedPrefix(std::function<int64_t(std::span<const int32_t>)> f) {
+    std::lock_guard<std::mutex> lock(mu_);
+    cached_for_ = std::move(f);
+  }
+  // The `k`-th generated token (1-based) of every sequence is `token` (e.g. EOS). Before running.
+  void SetForcedToken(int64_t k, int32_t token) {
+    std::lock_guard<std::mutex> lock(mu_);
+    forced_[k] = token;
+  }
+  // Step number `n` (0-based) and every later one block until Resume().
+  void PauseAtStep(int64_t n) {
+    std::lock_guard<std::mutex> gate(gate_mu_);
+    pause_at_ = n;
+  }
+  // Waits (up to a generous bound) until the scheduler is blocked at the pause; false on timeout.
+  bool WaitBlocked() {
+    std::unique_lock<std::mutex> gate(gate_mu_);
+    return gate_cv_.wait_for(gate, std::chrono::seconds(60), [this] { return blocked_; });
+  }
+  void Resume() {
+    {
+      std::lock_guard<std::mutex> gate(gate_mu_);
+      pause_at_ = -1;
+    }
+    gate_cv_.notify_all();
+  }
+  // Any step containing this token fails with INTERNAL.
+  void SetPoisonToken(int32_t token) {
+    std::lock_guard<std::mutex> lock(mu_);
+    poison_token_ = token;
+  }
+
+  // Inspection.
+  std::vector<std::vector<Seq>> steps() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return steps_;
+  }
+  std::map<int, int> end_calls() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return end_calls_;
+  }
+  int active() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return static_cast<int>(active_.size());
+  }
+  int violations() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return violations_;
+  }
+  int decode_missing() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return decode_missing_;
+  }
+  // Prompts in the order Begin accepted them.
+  std::vector<std::vector<int32_t>> begun() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return begun_;
+  }
+  // Tokens the slot's current sequence has run (prompt + decoded).
+  int64_t history_size(int slot) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = history_.find(slot);
+    return it == history_.end() ? 0 : static_cast<int64_t>(it->second.size());
+  }
+  int begin_calls() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return begin_calls_;
+  }
+  int exhausted_left() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return exhausted_left_;
+  }
+
+ private:
+  void FillLogits(std::span<const int32_t> history, int64_t prompt_size, std::span<float> out) const {
+    const int32_t best = NextToken(history, prompt_size);
+    for (size_t v = 0; v < out.size(); ++v) out[v] = -static_cast<float>((v * 7919 + history.size()) % 97) / 10.0f;
+    out[best] = 5.0f;  // a clear maximum
+  }
+
+  Options options_;
+  mutable std::mutex mu_;
+  std::set<int> active_;
+  std::map<int, std::vector<int32_t>> history_;
+  std::map<int, int64_t> begun_prompt_size_;
+  std::map<int, int> end_calls_;
+  std::vector<std::vector<Seq>> steps_;
+  std::function<int64_t(std::span<const int32_t>)> cached_for_;
+  int exhausted_left_ = 0;
+  int32_t poison_token_ = -1;
+  std::map<int64_t, int32_t> forced_;
+  std::vector<std::vector<int32_t>> begun_;
+  int decode_missing_ = 0;
+  int violations_ = 0;
+  int begin_calls_ = 0;
+  int failed_steps_ = 0;
+
+  std::mutex gate_mu_;
+  std::condition_variable gate_cv_;
+  int64_t pause_at_ = -1;
+  int64_t step_count_ = 0;
+  bool blocked_ = false;
+};
+
+}  // namespace mcserve::engine::testing
