@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -47,14 +48,16 @@ class OutputStream {
 
  private:
   OutputStream(const Tokenizer* tokenizer, StopCriteria criteria, int32_t eos_id);
-  // Ends the stream: emits all held-back text (cut at `cut` bytes of pending_ when given).
-  Delta Finish(FinishReason reason, std::optional<int32_t> stop_token);
+  // Position and index of the earliest stop string that ends after byte `new_from` of pending_, or
+  // {npos, -1}.
+  std::pair<size_t, int> FindStop(size_t new_from) const;
+  // Length of the longest suffix of pending_ that is a proper prefix of some stop string.
+  size_t HeldBack() const;
 
   StopCriteria criteria_;
   int32_t eos_id_;
   IncrementalDetokenizer detok_;
-  std::string pending_;        // decoded text not yet emitted (may hold a stop-string prefix)
-  size_t max_stop_len_ = 0;    // longest stop string, bytes
+  std::string pending_;  // decoded text not yet emitted (may end in a stop-string prefix)
   int generated_ = 0;
   bool finished_ = false;
 };

@@ -135,18 +135,14 @@ int32_t Sampler::Draw() {
       return probs_[a] != probs_[b] ? probs_[a] > probs_[b] : ids_[a] < ids_[b];
     };
     const double limit = static_cast<double>(params_.top_p) * total;
-    size_t head = std::min<size_t>(64, order.size());
-    size_t nucleus = order.size();
-    while (true) {
-      std::partial_sort(order.begin(), order.begin() + head, order.end(), more_likely);
-      double mass = 0.0;
-      size_t i = 0;
-      for (; i < head && mass < limit; ++i) mass += probs_[order[i]];
-      if (mass >= limit || head == order.size()) {
-        nucleus = i;
-        break;
-      }
-      head = std::min(order.size(), head * 4);
+    size_t sorted = 0, nucleus = 0;
+    double mass = 0.0;
+    while (true) {  // sort the next chunk of the remaining candidates (×4 each round)
+      const size_t next = std::min(order.size(), std::max<size_t>(64, sorted * 4));
+      std::partial_sort(order.begin() + sorted, order.begin() + next, order.end(), more_likely);
+      for (; nucleus < next && mass < limit; ++nucleus) mass += probs_[order[nucleus]];
+      if (mass >= limit || next == order.size()) break;
+      sorted = next;
     }
     std::vector<int32_t> ids(nucleus);
     std::vector<double> probs(nucleus);
