@@ -214,17 +214,22 @@ std::vector<Scheduler::Planned> Scheduler::BuildBatch(bool* admission_blocked) {
   }
   // 3. Admission of waiting requests, FCFS, while budget and slots remain.
   while (budget > 0 && !free_slots_.empty()) {
-    if (!AdmitHead(admission_blocked)) break;
-    add_prefill(running_.back().get());
+    bool stop = false;
+    Request* admitted = AdmitHead(admission_blocked, &stop);
+    if (stop) break;
+    if (admitted != nullptr) add_prefill(admitted);  // null: the head failed and is gone
   }
   return plan;
 }
 
-bool Scheduler::AdmitHead(bool* admission_blocked) {
+Request* Scheduler::AdmitHead(bool* admission_blocked, bool* stop) {
   Request* head = nullptr;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (waiting_.empty()) return false;
+    if (waiting_.empty()) {
+      *stop = true;
+      return nullptr;
+    }
     head = waiting_.front().get();  // only this thread pops, so the head stays valid
   }
   const int slot = free_slots_.back();
@@ -233,7 +238,8 @@ bool Scheduler::AdmitHead(bool* admission_blocked) {
     // No room in the checkpoint store now: the head keeps its place (FCFS; later requests don't
     // jump ahead) and Begin is retried next step, after running requests may have ended.
     *admission_blocked = true;
-    return false;
+    *stop = true;
+    return nullptr;
   }
   std::unique_ptr<Request> r;
   {
@@ -243,7 +249,7 @@ bool Scheduler::AdmitHead(bool* admission_blocked) {
   }
   if (!cached.ok()) {
     Finish(r.get(), FinalEvent(FinishReason::kError, cached.status()));
-    return true;  // the next in line may still be admitted
+    return nullptr;  // the next in line may still be admitted
   }
   free_slots_.pop_back();
   r->slot = slot;
@@ -251,13 +257,13 @@ bool Scheduler::AdmitHead(bool* admission_blocked) {
     Finish(r.get(), FinalEvent(FinishReason::kError,
                                absl::InternalError(absl::StrCat("ModelRunner::Begin reported ", *cached,
                                                                 " cached tokens for a prompt of ", r->prompt_len()))));
-    return true;
+    return nullptr;
   }
   r->phase = RequestPhase::kPrefill;
   r->cached_tokens = r->position = *cached;
   counters_.prompt_tokens_cached += *cached;
   running_.push_back(std::move(r));
-  return true;
+  return running_.back().get();
 }
 
 void Scheduler::RunStep(const std::vector<Planned>& plan) {

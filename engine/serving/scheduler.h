@@ -100,8 +100,9 @@ class Scheduler {
   // Builds this step's batch (admitting waiting requests); *admission_blocked when Begin said
   // RESOURCE_EXHAUSTED for the head of the queue.
   std::vector<Planned> BuildBatch(bool* admission_blocked);
-  // Admits the head of the queue into a free slot; false when admission must stop this step.
-  bool AdmitHead(bool* admission_blocked);
+  // Admits the head of the queue into a free slot and returns it; null if the head failed (it is
+  // finished with the error) or, with *stop set, when admission must stop this step.
+  Request* AdmitHead(bool* admission_blocked, bool* stop);
   // The end (absolute prompt position) of r's next prefill chunk within `budget` tokens.
   int64_t ChunkEnd(const Request& r, int64_t budget) const;
   void RunStep(const std::vector<Planned>& plan);

@@ -53,6 +53,9 @@ class FakeModelRunner : public ModelRunner {
       ++violations_;
       return absl::InternalError("Begin on a bad or busy slot");
     }
+    if (!prompt.empty() && prompt[0] == fail_begin_token_) {
+      return absl::InvalidArgumentError("fake: Begin refuses this prompt");
+    }
     if (exhausted_left_ > 0) {
       --exhausted_left_;
       return absl::ResourceExhaustedError("fake: checkpoint store full");
@@ -171,6 +174,11 @@ class FakeModelRunner : public ModelRunner {
     }
     gate_cv_.notify_all();
   }
+  // Begin fails with INVALID_ARGUMENT for prompts starting with `token`.
+  void SetBeginFailure(int32_t token) {
+    std::lock_guard<std::mutex> lock(mu_);
+    fail_begin_token_ = token;
+  }
   // Any step containing this token fails with INTERNAL.
   void SetPoisonToken(int32_t token) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -235,6 +243,7 @@ class FakeModelRunner : public ModelRunner {
   std::function<int64_t(std::span<const int32_t>)> cached_for_;
   int exhausted_left_ = 0;
   int32_t poison_token_ = -1;
+  int32_t fail_begin_token_ = -1;
   std::map<int64_t, int32_t> forced_;
   std::vector<std::vector<int32_t>> begun_;
   int decode_missing_ = 0;

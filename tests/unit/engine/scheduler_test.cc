@@ -324,6 +324,27 @@ TEST(SchedulerTest, BeginExhaustedRetriesWithoutReordering) {
   EXPECT_EQ(f.fake->begun(), prompts);
 }
 
+// Begin failing for other reasons fails that request only; those admitted around it run normally.
+TEST(SchedulerTest, BeginErrorFailsOnlyThatRequest) {
+  Fixture f = Make(3, 64);
+  constexpr int32_t kRefused = 9;
+  f.fake->SetBeginFailure(kRefused);
+  f.fake->SetExhausted(1 << 30);  // queue all three, then admit them in one step
+  std::vector<int32_t> pa = {5, 6, 7, 8}, pc = {11, 12};
+  auto a = MustSubmit(*f.engine, Spec(pa, 3));
+  auto b = MustSubmit(*f.engine, Spec({kRefused, 4, 4}, 3));
+  auto c = MustSubmit(*f.engine, Spec(pc, 3));
+  f.fake->SetExhausted(0);
+  Result ra = Collect(*a), rb = Collect(*b), rc = Collect(*c);
+  EXPECT_EQ(rb.final_event.finish, FinishReason::kError);
+  EXPECT_EQ(rb.final_event.error.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ra.tokens, Greedy(*f.fake, pa, 3));
+  EXPECT_EQ(rc.tokens, Greedy(*f.fake, pc, 3));
+  EXPECT_EQ(f.fake->violations(), 0);
+  ASSERT_TRUE(WaitIdle(*f.engine));
+  EXPECT_EQ(f.fake->end_calls().size(), 2u);  // the refused one was never begun, so never ended
+}
+
 TEST(SchedulerTest, CachedPrefixSkipsPromptTokensAndIsReported) {
   Fixture f = Make(1, 64, 16);
   f.fake->SetCachedPrefix([](std::span<const int32_t> p) { return static_cast<int64_t>((p.size() - 1) / 16 * 16); });
