@@ -21,7 +21,7 @@ struct EngineOptions {
   int64_t max_batch_tokens = 2048;      // --max-batch-tokens: tokens per step, ≥ the runner's slots
   int64_t max_prompt_tokens = 1 << 20;  // --max-prompt-tokens: longest prompt accepted
   int channel_capacity = 64;            // output events buffered per request (backpressure beyond)
-  bool stop_at_every_boundary = true;   // see SchedulerOptions
+  bool stop_at_every_boundary = false;  // see SchedulerOptions
 };
 
 // Gauges and counters for /metrics and GetServerInfo (see SchedulerStats).

@@ -34,17 +34,20 @@ class ModelRunner {
   // State slots: the most sequences that can run at once.
   virtual int num_slots() const = 0;
   virtual int vocab_size() const = 0;
-  // Prefill chunks should end on multiples of this many tokens (segment boundaries, where the state
-  // is snapshotted for prefix reuse); 0 = any length.
+  // Prefix blocks: the state is snapshotted for prefix reuse after every multiple of this many prompt
+  // tokens (0 = no prefix reuse). Chunks may end anywhere; ending on a multiple saves the runner a
+  // split forward pass.
   virtual int64_t boundary_tokens() const = 0;
 
   // Starts a sequence in the free slot `slot` with `prompt` (≥ 1 token): resumes from the longest
   // cached prefix of whole segments, always leaving at least one prompt token to run, and returns
   // how many prompt tokens that covered (0 on a miss). RESOURCE_EXHAUSTED when the checkpoint store
-  // has no room for another sequence now (the scheduler retries later).
+  // has no room for another sequence now (the scheduler retries later); FAILED_PRECONDITION when it
+  // never could (the budgets are smaller than one segment's pages).
   virtual absl::StatusOr<int64_t> Begin(int slot, std::span<const int32_t> prompt) = 0;
   // Runs one batch (distinct slots, each begun) and returns host logits [batch.size(), vocab] of each
-  // sequence's last token, row per sequence in order.
+  // sequence's last token, row per sequence in order. After an error the batch's sequences are in an
+  // undefined state: the caller ends them.
   virtual absl::StatusOr<std::vector<float>> Step(std::span<const StepSequence> batch) = 0;
   // Ends the sequence in `slot` (finished, cancelled or failed): releases its pages' references.
   virtual void End(int slot) = 0;

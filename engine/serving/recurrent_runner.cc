@@ -58,6 +58,11 @@ absl::StatusOr<int64_t> RecurrentRunner::Begin(int slot, std::span<const int32_t
   const CheckpointStoreOptions& budget = store.options();
   if (budget.device_bytes >= 0 && budget.host_bytes >= 0) {
     const int64_t need = SegmentPageBytes();
+    if (need > budget.device_bytes + budget.host_bytes) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "checkpoint store budgets (", budget.device_bytes, " device + ", budget.host_bytes,
+          " host bytes) are smaller than one segment's pages (", need, " bytes): no sequence can run"));
+    }
     auto free_bytes = [&] {
       const CheckpointStoreStats s = store.stats();
       return budget.device_bytes + budget.host_bytes - s.device_bytes - s.host_bytes;
@@ -108,23 +113,50 @@ absl::Status RecurrentRunner::Restore(int slot, const PrefixCache::Entry& entry)
   return absl::OkStatus();
 }
 
+int64_t RecurrentRunner::NextSnapshotAt(int slot) const {
+  const Sequence& seq = sequences_[slot];
+  if (!cache_ || seq.chain_broken) return -1;
+  const int64_t at = ((seq.last == nullptr ? 0 : seq.last->blocks) + 1) * cache_->block_tokens();
+  return at <= seq.prompt_tokens ? at : -1;
+}
+
 absl::StatusOr<std::vector<float>> RecurrentRunner::Step(std::span<const StepSequence> batch) {
-  std::vector<SequenceChunk> chunks;
-  chunks.reserve(batch.size());
   for (const StepSequence& s : batch) {
     if (s.slot < 0 || s.slot >= pool_.num_slots() || !sequences_[s.slot].active || s.tokens.empty()) {
       return absl::InvalidArgumentError(absl::StrCat("Step: slot ", s.slot, " is not running, or has no tokens"));
     }
-    chunks.push_back({.slot = s.slot, .tokens = s.tokens});
   }
-  MCSERVE_ASSIGN_OR_RETURN(Tensor logits, model_->Forward(chunks, pool_));
-  MCSERVE_ASSIGN_OR_RETURN(std::vector<float> host, logits.ToHostF32());  // [B, vocab]
-  for (const StepSequence& s : batch) {
-    Sequence& seq = sequences_[s.slot];
-    seq.tokens.insert(seq.tokens.end(), s.tokens.begin(), s.tokens.end());
-    MCSERVE_RETURN_IF_ERROR(MaybeSnapshot(s.slot));
+  // Forward passes until every sequence's tokens are in; a sequence whose tokens cross the end of
+  // its next prompt block stops there for a pass, so that its state is snapshotted exactly at the
+  // boundary whatever chunking the scheduler chose.
+  const int64_t vocab = model_->config().vocab_size;
+  std::vector<float> logits(batch.size() * vocab);
+  std::vector<size_t> done(batch.size(), 0);  // tokens of batch[i] already run
+  while (true) {
+    std::vector<SequenceChunk> chunks;
+    std::vector<size_t> which;
+    for (size_t i = 0; i < batch.size(); ++i) {
+      const size_t left = batch[i].tokens.size() - done[i];
+      if (left == 0) continue;
+      size_t take = left;
+      const int64_t at = NextSnapshotAt(batch[i].slot), position = pool_.position(batch[i].slot);
+      if (at > position && at - position < static_cast<int64_t>(left)) take = static_cast<size_t>(at - position);
+      chunks.push_back({.slot = batch[i].slot, .tokens = batch[i].tokens.subspan(done[i], take)});
+      which.push_back(i);
+    }
+    if (chunks.empty()) break;
+    MCSERVE_ASSIGN_OR_RETURN(Tensor out, model_->Forward(chunks, pool_));
+    MCSERVE_ASSIGN_OR_RETURN(std::vector<float> host, out.ToHostF32());  // [chunks, vocab]
+    for (size_t c = 0; c < chunks.size(); ++c) {
+      const size_t i = which[c];
+      Sequence& seq = sequences_[batch[i].slot];
+      seq.tokens.insert(seq.tokens.end(), chunks[c].tokens.begin(), chunks[c].tokens.end());
+      done[i] += chunks[c].tokens.size();
+      std::copy(host.begin() + c * vocab, host.begin() + (c + 1) * vocab, logits.begin() + i * vocab);
+      MCSERVE_RETURN_IF_ERROR(MaybeSnapshot(batch[i].slot));
+    }
   }
-  return host;
+  return logits;
 }
 
 absl::Status RecurrentRunner::MaybeSnapshot(int slot) {

@@ -53,7 +53,9 @@ class RecurrentRunner : public ModelRunner {
     bool chain_broken = false;              // a block ended inside a step: no further snapshots
   };
   RecurrentRunner(const Model* model, StatePool pool) : model_(model), pool_(std::move(pool)) {}
-  // After a step: snapshot the slot when it sits exactly at the end of a prompt block.
+  // The position at which `slot` is next snapshotted (the end of its next prompt block), or -1.
+  int64_t NextSnapshotAt(int slot) const;
+  // After a forward pass: snapshot the slot when it sits exactly at the end of a prompt block.
   absl::Status MaybeSnapshot(int slot);
   absl::StatusOr<std::vector<LayerSnapshot>> Snapshot(int slot);
   absl::Status Restore(int slot, const PrefixCache::Entry& entry);

@@ -4,8 +4,8 @@
 // room (backpressure: a full channel skips the request this step), then prefill chunks in FCFS
 // order, admitting waiting requests (FCFS) while a state slot is free and ModelRunner::Begin finds
 // room. A prefill chunk ends on a multiple of boundary_tokens() (absolute prompt position) whenever
-// one fits, and by default stops at the first one (see stop_at_every_boundary), so the runner
-// snapshots state at every segment boundary; the last chunk yields the first token. Cancellation is seen at step boundaries. Submit/Abort/Stats are thread-safe.
+// one fits (the runner snapshots state at the block ends inside a chunk itself); the last chunk
+// yields the first token. Cancellation is seen at step boundaries. Submit/Abort/Stats are thread-safe.
 #pragma once
 
 #include <array>
@@ -34,12 +34,11 @@ struct SchedulerOptions {
   int64_t max_batch_tokens = 2048;      // tokens per step (decodes + prefill chunks); ≥ num_slots
   int64_t max_prompt_tokens = 1 << 20;  // longest prompt accepted
   int channel_capacity = 64;            // output events buffered per request before backpressure
-  // Prefill chunks never cross a boundary_tokens() multiple without ending there (at most one
-  // block per sequence per step), so the runner can snapshot at every block end: RecurrentRunner
-  // snapshots only when a step ends exactly at the sequence's next block end. When false, a chunk
-  // is only rounded down to the last boundary that fits (fewer steps, but intermediate boundaries
-  // are crossed mid-step).
-  bool stop_at_every_boundary = true;
+  // When true, a prefill chunk never crosses a boundary_tokens() multiple without ending there (at
+  // most one block per sequence per step). Off by default: a chunk is rounded down to the last
+  // boundary that fits, and the runner splits its forward passes at the block ends it snapshots
+  // (RecurrentRunner::Step), so prefix caching works either way with fewer steps.
+  bool stop_at_every_boundary = false;
 };
 
 // A snapshot of the scheduler's gauges and counters. Plain value.

@@ -128,6 +128,27 @@ TEST_P(PrefixReuseTest, ResumedFromACachedPrefixEqualsUninterrupted) {
 INSTANTIATE_TEST_SUITE_P(Models, PrefixReuseTest, ::testing::ValuesIn(Cases()),
                          [](const auto& info) { return info.param.name; });
 
+TEST(RecurrentRunnerTest, AWholePromptInOneStepIsStillCachedAtEveryBlock) {
+  const std::map<std::string, std::string> mc = {{"aggregation", "ssc"}, {"segment_size", "4"}};
+  auto model = Model::Load(FixtureDir("gated_deltanet"), {.num_threads = 1, .mc_overrides = mc});
+  ASSERT_TRUE(model.ok());
+  auto runner = RecurrentRunner::Create(model->get(), {.num_slots = 2, .prefix_block = kBlock});
+  ASSERT_TRUE(runner.ok());
+  RecurrentRunner& r = **runner;
+  const std::vector<int32_t> prompt = testing::LoadGolden("gated_deltanet").prompt_ids;
+  ASSERT_TRUE(r.Begin(0, prompt).ok());
+  auto whole = r.Step(std::vector<StepSequence>{{.slot = 0, .tokens = prompt}});
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  auto cached = r.Begin(1, prompt);
+  ASSERT_TRUE(cached.ok());
+  EXPECT_EQ(*cached, 32);
+  const std::span<const int32_t> tail = std::span(prompt).subspan(32);
+  auto resumed = r.Step(std::vector<StepSequence>{{.slot = 1, .tokens = tail}});
+  ASSERT_TRUE(resumed.ok());
+  EXPECT_EQ(*resumed, *whole);
+  ASSERT_TRUE(r.SanityCheck().ok()) << r.SanityCheck();
+}
+
 TEST(RecurrentRunnerTest, PrefixCachingOffNeverHitsAndSameLogits) {
   const std::map<std::string, std::string> mc = {{"aggregation", "grm"}, {"segment_size", "4"}};
   auto model = Model::Load(FixtureDir("gated_deltanet"), {.num_threads = 1, .mc_overrides = mc});
@@ -177,15 +198,30 @@ TEST(RecurrentRunnerTest, AStoreWithoutRoomRefusesANewSequence) {
   const std::map<std::string, std::string> mc = {{"aggregation", "grm"}, {"segment_size", "4"}};
   auto model = Model::Load(FixtureDir("gated_deltanet"), {.num_threads = 1, .mc_overrides = mc});
   ASSERT_TRUE(model.ok());
-  auto runner = RecurrentRunner::Create(model->get(),
-                                        {.num_slots = 2, .checkpoints = {.device_bytes = 0, .host_bytes = 16}});
-  ASSERT_TRUE(runner.ok());
+  // Budgets below one segment's pages: no sequence could ever run.
+  auto never = RecurrentRunner::Create(model->get(),
+                                       {.num_slots = 2, .checkpoints = {.device_bytes = 0, .host_bytes = 16}});
+  ASSERT_TRUE(never.ok());
   const std::vector<int32_t> prompt = {1, 2, 3};
-  auto begun = (*runner)->Begin(0, prompt);
+  auto begun = (*never)->Begin(0, prompt);
+  EXPECT_EQ(begun.status().code(), absl::StatusCode::kFailedPrecondition) << begun.status();
+  EXPECT_TRUE(absl::StrContains(begun.status().message(), "no sequence can run")) << begun.status();
+  // Room for one sequence's next segment: the first begins, the second must wait.
+  auto probe = (*model)->NewStatePool(1);
+  ASSERT_TRUE(probe.ok());
+  const int64_t page_bytes =  // one segment's pages: every layer caches
+      (*model)->config().num_hidden_layers * probe->layer(0).at("memory").nbytes();
+  auto runner = RecurrentRunner::Create(
+      model->get(), {.num_slots = 2, .checkpoints = {.device_bytes = 0, .host_bytes = page_bytes + page_bytes / 2},
+                     .prefix_caching = false});
+  ASSERT_TRUE(runner.ok());
+  ASSERT_TRUE((*runner)->Begin(0, std::vector<int32_t>{1, 2, 3, 4, 5}).ok());
+  ASSERT_TRUE((*runner)->Step(std::vector<StepSequence>{{.slot = 0, .tokens = std::vector<int32_t>{1, 2, 3, 4, 5}}}).ok());
+  begun = (*runner)->Begin(1, prompt);
   EXPECT_EQ(begun.status().code(), absl::StatusCode::kResourceExhausted) << begun.status();
   EXPECT_TRUE(absl::StrContains(begun.status().message(), "no room for another sequence")) << begun.status();
-  // The slot stays free.
-  EXPECT_EQ((*runner)->Step(std::vector<StepSequence>{{.slot = 0, .tokens = prompt}}).status().code(),
+  // The refused slot stays free.
+  EXPECT_EQ((*runner)->Step(std::vector<StepSequence>{{.slot = 1, .tokens = prompt}}).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
 
