@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <bit>
+#include <functional>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
@@ -18,6 +21,104 @@ absl::Status Invalid(const char* name, const char* rule, double got) {
 
 // Uniform double in [0, 1) from 53 random bits (portable, unlike std::generate_canonical).
 double Uniform01(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
+
+// exp(x) for x ≤ 0 with ~2e-7 relative error; 0 below −87 and for −inf / NaN. Written so GCC
+// vectorises the loops over the vocabulary (no clamps or selects on floats: the out-of-range
+// result is masked off as bits). exp(0) is exactly 1.
+inline float FastExp(float x) {
+  const int32_t in_range = -static_cast<int32_t>(x >= -87.0f);  // all ones or 0
+  // n = round(x / ln 2) with the 1.5·2^23 trick (floor() would block vectorisation).
+  const float n = (x * 1.44269504f + 12582912.0f) - 12582912.0f;
+  const float r = (x - n * 0.693145751953125f) - n * 1.428606765330187e-6f;  // |r| ≤ ln2 / 2
+  float p = 1.0f / 720.0f;
+  p = p * r + 1.0f / 120.0f;
+  p = p * r + 1.0f / 24.0f;
+  p = p * r + 1.0f / 6.0f;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  const float v = p * std::bit_cast<float>((static_cast<int32_t>(n) + 127) << 23);
+  return std::bit_cast<float>(std::bit_cast<int32_t>(v) & in_range);
+}
+
+// 8 floats (GCC/Clang vector extension): GCC does not vectorise float max/sum reductions without
+// -ffast-math, so MaxOf and Sum use explicit lanes.
+using Lanes = float __attribute__((vector_size(32)));
+
+Lanes Load(const float* p) {
+  Lanes v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+// Largest element, NaN ignored.
+float MaxOf(std::span<const float> x) {
+  Lanes lanes = {kNegInf, kNegInf, kNegInf, kNegInf, kNegInf, kNegInf, kNegInf, kNegInf};
+  size_t i = 0;
+  for (; i + 8 <= x.size(); i += 8) {
+    const Lanes v = Load(x.data() + i);
+    lanes = v > lanes ? v : lanes;
+  }
+  float m = kNegInf;
+  for (; i < x.size(); ++i) m = x[i] > m ? x[i] : m;
+  for (int j = 0; j < 8; ++j) m = std::max(m, lanes[j]);
+  return m;
+}
+
+// Σ x, in float lanes per block of 256 and double across blocks.
+double Sum(std::span<const float> x) {
+  double total = 0.0;
+  for (size_t begin = 0; begin < x.size(); begin += 256) {
+    const size_t end = std::min(x.size(), begin + 256);
+    Lanes lanes = {0, 0, 0, 0, 0, 0, 0, 0};
+    size_t i = begin;
+    for (; i + 8 <= end; i += 8) lanes += Load(x.data() + i);
+    for (; i < end; ++i) total += x[i];
+    for (int j = 0; j < 8; ++j) total += lanes[j];
+  }
+  return total;
+}
+
+// Σ FastExp(x − shift) over x; `buffer` is scratch of x's size. (Not inlined: inlined, GCC loses
+// the restrict pointers and leaves the loop scalar.)
+[[gnu::noinline]] double SumExp(std::span<const float> x, float shift, std::vector<float>& buffer) {
+  buffer.resize(x.size());
+  const float* __restrict in = x.data();
+  float* __restrict out = buffer.data();
+  for (size_t i = 0; i < x.size(); ++i) out[i] = FastExp(in[i] - shift);
+  return Sum(buffer);
+}
+
+// out[i] = FastExp(in[i] − shift) where in[i] ≥ floor, else 0; returns how many are > 0.
+[[gnu::noinline]] size_t ExpWeights(const float* __restrict in, float* __restrict out, size_t n, float shift,
+                                    float floor) {
+  size_t positive = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const float w = in[i] >= floor ? FastExp(in[i] - shift) : 0.0f;
+    out[i] = w;
+    positive += w > 0.0f;
+  }
+  return positive;
+}
+
+// The k-th largest value of x (1 ≤ k < size): a bounded min-heap for small k, else nth_element.
+float KthLargest(std::span<const float> x, int k, std::vector<float>& scratch) {
+  if (k <= 256) {
+    scratch.assign(x.begin(), x.begin() + k);
+    std::make_heap(scratch.begin(), scratch.end(), std::greater<float>());
+    for (size_t i = k; i < x.size(); ++i) {
+      if (x[i] > scratch.front()) {
+        std::pop_heap(scratch.begin(), scratch.end(), std::greater<float>());
+        scratch.back() = x[i];
+        std::push_heap(scratch.begin(), scratch.end(), std::greater<float>());
+      }
+    }
+    return scratch.front();
+  }
+  scratch.assign(x.begin(), x.end());
+  std::nth_element(scratch.begin(), scratch.begin() + (k - 1), scratch.end(), std::greater<float>());
+  return scratch[k - 1];
+}
 
 }  // namespace
 
@@ -64,9 +165,7 @@ void Sampler::SetPrompt(std::span<const int32_t> prompt) {
 
 void Sampler::ApplyAdjustments(std::span<const int32_t> banned) {
   const int32_t n = static_cast<int32_t>(work_.size());
-  for (float& x : work_) {
-    if (std::isnan(x)) x = kNegInf;
-  }
+  for (float& x : work_) x = x != x ? kNegInf : x;  // NaN → −inf
   for (const auto& [id, bias] : params_.logit_bias) {
     if (id < n) work_[id] += bias;
   }
@@ -93,92 +192,81 @@ void Sampler::ApplyAdjustments(std::span<const int32_t> banned) {
 }
 
 int32_t Sampler::Draw() {
-  const int32_t n = static_cast<int32_t>(work_.size());
+  const size_t n = work_.size();
   const float inv_t = 1.0f / params_.temperature;
-  float max_logit = kNegInf;
-  for (float& x : work_) {
-    x *= inv_t;
-    max_logit = std::max(max_logit, x);
-  }
-  if (max_logit == kNegInf) return -1;
+  for (float& x : work_) x *= inv_t;
+  const float max_logit = MaxOf(work_);
+  if (!(max_logit > kNegInf)) return -1;
 
-  // Candidates: all finite tokens, or those at least as likely as the k-th (ties at the boundary
-  // kept, as vLLM's threshold mask does).
-  ids_.clear();
-  const int k = params_.top_k > 0 ? params_.top_k : 0;
+  // Top-k: tokens below the k-th largest logit get weight 0 (ties with it stay, as vLLM's
+  // threshold mask keeps them).
   float kth = kNegInf;
-  if (k > 0 && k < n) {
-    ids_.resize(n);
-    for (int32_t i = 0; i < n; ++i) ids_[i] = i;
-    std::nth_element(ids_.begin(), ids_.begin() + (k - 1), ids_.end(),
-                     [&](int32_t a, int32_t b) { return work_[a] > work_[b]; });
-    kth = work_[ids_[k - 1]];
-    ids_.clear();
-  }
-  for (int32_t i = 0; i < n; ++i) {
-    if (work_[i] > kNegInf && work_[i] >= kth) ids_.push_back(i);
-  }
-  probs_.resize(ids_.size());
-  double total = 0.0;
-  for (size_t i = 0; i < ids_.size(); ++i) {
-    probs_[i] = std::exp(static_cast<double>(work_[ids_[i]]) - max_logit);
-    total += probs_[i];
-  }
-  size_t keep = ids_.size();
+  if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < n) kth = KthLargest(work_, params_.top_k, scratch_);
+  weights_.resize(n);
+  const size_t positive = ExpWeights(work_.data(), weights_.data(), n, max_logit, kth);
+  const double total = Sum(weights_);
 
+  // Candidates. Top-p never keeps a token of weight ≤ (1 − top_p)·total / positive: all tokens at
+  // or below that weight together hold at most (1 − top_p) of the mass. Without top-p, min-p's
+  // cut (w ≥ min_p · w_max, w_max = 1) applies here directly.
+  double cut = 0.0;
+  if (params_.top_p < 1.0f) cut = (1.0 - static_cast<double>(params_.top_p)) * total / static_cast<double>(positive);
+  const float min_w = params_.top_p < 1.0f ? 0.0f : params_.min_p;
+  cands_.clear();
+  for (size_t i = 0; i < n; ++i) {
+    const float w = weights_[i];
+    if (w > 0.0f && w > cut && w >= min_w) cands_.push_back({w, static_cast<int32_t>(i)});
+  }
   if (params_.top_p < 1.0f) {
-    // Keep the most likely tokens while the mass before them is < top_p; sort only a growing head
-    // of the candidates (the nucleus is usually small). The order is (weight desc, id asc).
-    std::vector<size_t> order(ids_.size());
-    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-    const auto more_likely = [&](size_t a, size_t b) {
-      return probs_[a] != probs_[b] ? probs_[a] > probs_[b] : ids_[a] < ids_[b];
-    };
-    const double limit = static_cast<double>(params_.top_p) * total;
-    size_t sorted = 0, nucleus = 0;
-    double mass = 0.0;
-    while (true) {  // sort the next chunk of the remaining candidates (×4 each round)
-      const size_t next = std::min(order.size(), std::max<size_t>(64, sorted * 4));
-      std::partial_sort(order.begin() + sorted, order.begin() + next, order.end(), more_likely);
-      for (; nucleus < next && mass < limit; ++nucleus) mass += probs_[order[nucleus]];
-      if (mass >= limit || next == order.size()) break;
-      sorted = next;
+    KeepNucleus(total);
+    if (params_.min_p > 0.0f) {
+      const double threshold = params_.min_p;
+      std::erase_if(cands_, [&](const Candidate& c) { return c.weight < threshold; });
     }
-    std::vector<int32_t> ids(nucleus);
-    std::vector<double> probs(nucleus);
-    total = 0.0;
-    for (size_t i = 0; i < nucleus; ++i) {
-      ids[i] = ids_[order[i]];
-      probs[i] = probs_[order[i]];
-      total += probs[i];
-    }
-    ids_.swap(ids);
-    probs_.swap(probs);
-    keep = nucleus;
   }
+  if (cands_.empty()) return -1;
 
-  if (params_.min_p > 0.0f) {
-    // p < min_p · p_max ⇔ w < min_p · w_max; the max token has weight exp(0) = 1.
-    const double threshold = static_cast<double>(params_.min_p);
-    size_t out = 0;
-    total = 0.0;
-    for (size_t i = 0; i < keep; ++i) {
-      if (probs_[i] < threshold) continue;
-      ids_[out] = ids_[i];
-      probs_[out] = probs_[i];
-      total += probs_[i];
-      ++out;
-    }
-    keep = out;
-  }
-
-  const double u = Uniform01(rng_) * total;
+  double kept = 0.0;
+  for (const Candidate& c : cands_) kept += c.weight;
+  const double u = Uniform01(rng_) * kept;
   double acc = 0.0;
-  for (size_t i = 0; i < keep; ++i) {
-    acc += probs_[i];
-    if (u < acc) return ids_[i];
+  for (const Candidate& c : cands_) {
+    acc += c.weight;
+    if (u < acc) return c.id;
   }
-  return ids_[keep - 1];  // rounding: u landed on the total
+  return cands_.back().id;  // rounding: u landed on the total
+}
+
+void Sampler::KeepNucleus(double total) {
+  // vLLM keeps a token iff the mass of the tokens more likely than it (ties: lower id first) is
+  // < top_p. Weighted quickselect: expected O(n), no full sort.
+  const double limit = static_cast<double>(params_.top_p) * total;
+  const auto more = [](const Candidate& a, const Candidate& b) {
+    return a.weight != b.weight ? a.weight > b.weight : a.id < b.id;
+  };
+  auto begin = cands_.begin();
+  size_t lo = 0, hi = cands_.size();  // [0, lo) kept, [hi, size) dropped
+  double acc = 0.0;                   // mass of [0, lo)
+  while (hi - lo > 32 && acc < limit) {
+    const Candidate& a = cands_[lo];
+    const Candidate& b = cands_[lo + (hi - lo) / 2];
+    const Candidate& c = cands_[hi - 1];
+    const Candidate pivot = more(a, b) ? (more(b, c) ? b : (more(a, c) ? c : a)) : (more(a, c) ? a : (more(b, c) ? c : b));
+    const size_t m = std::partition(begin + lo, begin + hi, [&](const Candidate& x) { return more(x, pivot); }) - begin;
+    std::iter_swap(begin + m, std::find_if(begin + m, begin + hi, [&](const Candidate& x) { return x.id == pivot.id; }));
+    double mass = 0.0;
+    for (size_t i = lo; i < m; ++i) mass += cands_[i].weight;
+    if (acc + mass >= limit) {
+      hi = m;  // the boundary is inside [lo, m)
+    } else {
+      acc += mass + cands_[m].weight;  // [lo, m) and the pivot are kept
+      lo = m + 1;
+    }
+  }
+  std::sort(begin + lo, begin + hi, more);
+  size_t keep = lo;
+  for (; keep < hi && acc < limit; ++keep) acc += cands_[keep].weight;
+  cands_.resize(keep);
 }
 
 SampledToken Sampler::Sample(std::span<const float> logits, std::span<const int32_t> banned) {
@@ -188,13 +276,8 @@ SampledToken Sampler::Sample(std::span<const float> logits, std::span<const int3
 
   int32_t id = -1;
   if (params_.temperature == 0.0f) {
-    float best = kNegInf;
-    for (int32_t i = 0; i < n; ++i) {
-      if (work_[i] > best) {
-        best = work_[i];
-        id = i;
-      }
-    }
+    const float best = MaxOf(work_);  // the lowest id holding the maximum
+    if (best > kNegInf) id = static_cast<int32_t>(std::find(work_.begin(), work_.end(), best) - work_.begin());
   } else {
     id = Draw();
   }
@@ -206,20 +289,11 @@ SampledToken Sampler::Sample(std::span<const float> logits, std::span<const int3
   }
   ++output_counts_[id];
 
-  // Log-softmax of the raw logits (max-shifted, summed in double).
+  // Log-softmax of the raw logits (max-shifted; NaN counts as −inf).
   SampledToken out;
   out.id = id;
-  float max_raw = kNegInf;
-  for (float x : logits) {
-    if (x > max_raw) max_raw = x;
-  }
-  double sum = 0.0;
-  if (max_raw > kNegInf) {
-    for (float x : logits) {
-      if (x > kNegInf) sum += std::exp(static_cast<double>(x) - max_raw);
-    }
-  }
-  const double lse = max_raw > kNegInf ? max_raw + std::log(sum) : 0.0;
+  const float max_raw = MaxOf(logits);
+  const double lse = max_raw > kNegInf ? max_raw + std::log(SumExp(logits, max_raw, scratch_)) : 0.0;
   const auto logprob = [&](int32_t i) {
     const float x = logits[i];
     return std::isnan(x) || x == kNegInf || max_raw == kNegInf ? kNegInf : static_cast<float>(x - lse);

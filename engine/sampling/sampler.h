@@ -58,17 +58,25 @@ class Sampler {
   Sampler(const SamplingParams& params, int vocab_size);
   // Applies bias, bans and penalties to work_ [vocab] (a copy of the logits).
   void ApplyAdjustments(std::span<const int32_t> banned);
-  // Index of the draw among the candidates ids_/probs_ left after top-k / top-p / min-p.
+  // Temperature, top-k, top-p, min-p and the draw on work_; −1 if every token is −inf.
   int32_t Draw();
+  // Keeps the top-p nucleus of cands_ (mass `total` over all tokens), in no particular order.
+  void KeepNucleus(double total);
+
+  struct Candidate {
+    double weight;  // exp(logit/T − max), unnormalised
+    int32_t id;
+  };
 
   SamplingParams params_;
   int vocab_size_;
   std::mt19937_64 rng_;
-  absl::flat_hash_set<int32_t> prompt_ids_;             // distinct prompt ids (repetition penalty)
+  absl::flat_hash_set<int32_t> prompt_ids_;              // distinct prompt ids (repetition penalty)
   absl::flat_hash_map<int32_t, int32_t> output_counts_;  // id → occurrences in the output
-  std::vector<float> work_;                             // [vocab] adjusted logits, reused per step
-  std::vector<int32_t> ids_;                            // candidate ids, reused per step
-  std::vector<double> probs_;                           // candidate weights, reused per step
+  std::vector<float> work_;                              // [vocab] adjusted logits, reused per step
+  std::vector<float> weights_;                           // [vocab] exp(work_ − max), reused per step
+  std::vector<float> scratch_;                           // top-k selection, reused per step
+  std::vector<Candidate> cands_;                         // tokens still in the running, reused
 };
 
 }  // namespace mcserve::engine
