@@ -364,5 +364,74 @@ TEST(SamplerTest, InvalidParametersNameTheParameter) {
   EXPECT_TRUE(Sampler::Create(p, 10).ok());
 }
 
+// The kept set of a straightforward reference (double precision, full sort): temperature, top-k
+// (ties kept), top-p (a token stays iff the mass before it is < top_p), min-p.
+std::vector<double> ReferenceKept(const std::vector<float>& logits, const SamplingParams& p) {
+  const size_t n = logits.size();
+  std::vector<double> x(n);
+  for (size_t i = 0; i < n; ++i) x[i] = logits[i] / static_cast<double>(p.temperature);
+  std::vector<size_t> order(n);
+  for (size_t i = 0; i < n; ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return x[a] > x[b]; });
+  std::vector<double> w(n, 0.0);
+  const double kth = p.top_k > 0 && static_cast<size_t>(p.top_k) < n ? x[order[p.top_k - 1]] : -INFINITY;
+  double total = 0.0;
+  for (size_t i = 0; i < n; ++i) {
+    if (x[i] >= kth) w[i] = std::exp(x[i] - x[order[0]]);
+    total += w[i];
+  }
+  double before = 0.0;
+  std::vector<double> kept(n, 0.0);
+  for (size_t r = 0; r < n; ++r) {
+    const size_t i = order[r];
+    if (w[i] == 0.0 || before >= p.top_p * total) break;
+    before += w[i];
+    if (w[i] >= p.min_p) kept[i] = w[i];
+  }
+  return Normalized(kept);
+}
+
+TEST(SamplerTest, FiltersMatchASortingReferenceOnRandomLogits) {
+  std::mt19937_64 rng(123);
+  std::normal_distribution<float> normal(0.0f, 2.0f);
+  for (int trial = 0; trial < 40; ++trial) {
+    const int vocab = trial % 2 == 0 ? 40 : 700;
+    std::vector<float> logits(vocab);
+    for (float& x : logits) x = normal(rng);
+    SamplingParams p;
+    p.seed = trial;
+    p.temperature = 0.3f + 0.1f * static_cast<float>(trial % 12);
+    p.top_k = trial % 3 == 0 ? 0 : static_cast<int>(rng() % 60) + 1;
+    p.top_p = trial % 4 == 0 ? 1.0f : 0.3f + 0.1f * static_cast<float>(rng() % 7);
+    p.min_p = trial % 5 < 2 ? 0.0f : 0.01f * static_cast<float>(rng() % 30);
+    const std::vector<double> expected = ReferenceKept(logits, p);
+    Sampler s = Make(p, vocab);
+    std::vector<int> counts(vocab, 0);
+    const int draws = 3000;
+    for (int i = 0; i < draws; ++i) ++counts[s.Sample(logits).id];
+    for (int i = 0; i < vocab; ++i) {
+      if (expected[i] == 0.0) {
+        ASSERT_EQ(counts[i], 0) << "trial " << trial << ": id " << i << " is outside the reference set";
+      } else {
+        const double sigma = std::sqrt(draws * expected[i] * (1.0 - expected[i]));
+        EXPECT_NEAR(counts[i], draws * expected[i], 4.5 * sigma + 1.0) << "trial " << trial << " id " << i;
+      }
+    }
+  }
+}
+
+TEST(SamplerTest, NanLogitsAndAllBannedFallBackSafely) {
+  Sampler g = Make(Greedy(), 3);
+  EXPECT_EQ(g.Sample(std::vector<float>{NAN, 1.0f, 0.5f}).id, 1);
+  SamplingParams p;
+  p.seed = 1;
+  Sampler s = Make(p, 3);
+  for (int i = 0; i < 200; ++i) EXPECT_NE(s.Sample(std::vector<float>{NAN, 1.0f, 0.5f}).id, 0);
+  // Everything banned or −inf: the lowest id that is not banned.
+  const int32_t banned[] = {0, 2};
+  EXPECT_EQ(s.Sample(std::vector<float>{1.0f, -INFINITY, 2.0f}, banned).id, 1);
+  EXPECT_EQ(g.Sample(std::vector<float>{1.0f, -INFINITY, 2.0f}, banned).id, 1);
+}
+
 }  // namespace
 }  // namespace mcserve::engine
