@@ -1,6 +1,7 @@
 #include "kernels/core/validate.h"
 
 #include "absl/strings/str_cat.h"
+#include "kernels/core/tensor_data.h"
 
 namespace mcserve::kernels {
 
@@ -21,6 +22,20 @@ absl::Status CheckOnDevice(const char* op, Device device, std::initializer_list<
 absl::Status CheckWritable(const char* op, const char* name, const Tensor& t) {
   if (!t.read_only()) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(op, ": ", name, " is read-only"));
+}
+
+absl::Status CheckTensor(const char* op, const std::string& name, const Tensor& t, DType dtype, const Shape& shape,
+                         const char* want) {
+  if (t.dtype() == dtype && t.shape() == shape) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(op, ": ", name, " ", t.DebugString(), " (want ", DTypeName(dtype),
+                                                 " ", ShapeString(shape), " ", want, ")"));
+}
+
+bool Overlaps(const Tensor& a, const Tensor& b) {
+  if (a.nbytes() == 0 || b.nbytes() == 0) return false;
+  const auto* pa = static_cast<const char*>(RawData(a));
+  const auto* pb = static_cast<const char*>(RawData(b));
+  return pa < pb + b.nbytes() && pb < pa + a.nbytes();
 }
 
 bool IsFloatDType(DType dtype) { return dtype == DType::kF32 || dtype == DType::kBF16 || dtype == DType::kF16; }

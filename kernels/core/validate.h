@@ -4,6 +4,7 @@
 #pragma once
 
 #include <initializer_list>
+#include <string>
 
 #include "absl/status/status.h"
 #include "kernels/core/tensor.h"
@@ -25,6 +26,14 @@ absl::Status CheckOnDevice(const char* op, Device device, std::initializer_list<
 
 // OK unless `t` is read-only: InvalidArgument "<op>: <name> is read-only".
 absl::Status CheckWritable(const char* op, const char* name, const Tensor& t);
+
+// OK when `t` has exactly `dtype` and `shape`; else InvalidArgument
+// "<op>: <name> F32[2, 3] on cpu (want I32 [3] <want>)", `want` naming the dimensions ("[T + 1]").
+absl::Status CheckTensor(const char* op, const std::string& name, const Tensor& t, DType dtype, const Shape& shape,
+                         const char* want);
+
+// Whether the storage of a and b overlaps (views of one buffer included; empty tensors never do).
+bool Overlaps(const Tensor& a, const Tensor& b);
 
 // True for the floating-point dtypes weights may use: F32, BF16, F16.
 bool IsFloatDType(DType dtype);

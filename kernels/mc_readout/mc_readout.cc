@@ -17,22 +17,11 @@ namespace {
 
 absl::Status Bad(const std::string& msg) { return absl::InvalidArgumentError(absl::StrCat("McReadout: ", msg)); }
 
-// A tensor of `dtype` and exactly `shape` on `dev`, or an error naming it and what was wanted.
+// CheckOnDevice, then CheckTensor.
 absl::Status Check(const std::string& name, const Tensor& t, DType dtype, const Shape& shape, Device dev,
                    const char* want) {
-  if (t.dtype() != dtype || t.shape() != shape || t.device() != dev) {
-    return Bad(absl::StrCat(name, " ", t.DebugString(), " (want ", DTypeName(dtype), " ", ShapeString(shape), " ",
-                            want, " on ", DeviceName(dev), ")"));
-  }
-  return absl::OkStatus();
-}
-
-// Whether the storage of a and b overlaps (views of one buffer included).
-bool Overlaps(const Tensor& a, const Tensor& b) {
-  if (a.nbytes() == 0 || b.nbytes() == 0) return false;
-  const auto* pa = static_cast<const char*>(RawData(a));
-  const auto* pb = static_cast<const char*>(RawData(b));
-  return pa < pb + b.nbytes() && pb < pa + a.nbytes();
+  MCSERVE_RETURN_IF_ERROR(CheckOnDevice("McReadout", name.c_str(), t, dev));
+  return CheckTensor("McReadout", name, t, dtype, shape, want);
 }
 
 const char* CombineName(McCombine c) {

@@ -9,6 +9,7 @@
 #include "kernels/core/csr.h"
 #include "kernels/core/dispatch.h"
 #include "kernels/core/status_macros.h"
+#include "kernels/core/validate.h"
 #include "kernels/core/tensor_data.h"
 
 namespace mcserve::kernels {
@@ -17,28 +18,11 @@ namespace {
 absl::Status Bad(const std::string& msg) { return absl::InvalidArgumentError(absl::StrCat("McRoute: ", msg)); }
 
 // `t` is on the context's device `dev`, or an error naming the tensor and both devices.
-absl::Status CheckDevice(const std::string& name, const Tensor& t, Device dev) {
-  if (t.device() == dev) return absl::OkStatus();
-  return Bad(absl::StrCat(name, " is on ", DeviceName(t.device()), ", the context on ", DeviceName(dev)));
-}
-
-// A tensor of `dtype` and exactly `shape` on `dev`, or an error naming it and what was wanted.
+// CheckOnDevice, then CheckTensor.
 absl::Status Check(const std::string& name, const Tensor& t, DType dtype, const Shape& shape, Device dev,
                    const char* want) {
-  MCSERVE_RETURN_IF_ERROR(CheckDevice(name, t, dev));
-  if (t.dtype() != dtype || t.shape() != shape) {
-    return Bad(
-        absl::StrCat(name, " ", t.DebugString(), " (want ", DTypeName(dtype), " ", ShapeString(shape), " ", want, ")"));
-  }
-  return absl::OkStatus();
-}
-
-// Whether the storage of a and b overlaps (views of one buffer included).
-bool Overlaps(const Tensor& a, const Tensor& b) {
-  if (a.nbytes() == 0 || b.nbytes() == 0) return false;
-  const auto* pa = static_cast<const char*>(RawData(a));
-  const auto* pb = static_cast<const char*>(RawData(b));
-  return pa < pb + b.nbytes() && pb < pa + a.nbytes();
+  MCSERVE_RETURN_IF_ERROR(CheckOnDevice("McRoute", name.c_str(), t, dev));
+  return CheckTensor("McRoute", name, t, dtype, shape, want);
 }
 
 absl::Status Validate(const Context& ctx, const McRouteArgs& a) {
@@ -52,7 +36,7 @@ absl::Status Validate(const Context& ctx, const McRouteArgs& a) {
   if (a.top_k < 1) return Bad(absl::StrCat("top_k = ", a.top_k, " (want >= 1)"));
   const Device dev = ctx.device;
   const Tensor &u = *a.u, &offsets = *a.token_page_offsets, &token_pages = *a.token_pages, &selected = *a.selected;
-  MCSERVE_RETURN_IF_ERROR(CheckDevice("u", u, dev));
+  MCSERVE_RETURN_IF_ERROR(CheckOnDevice("McRoute", "u", u, dev));
   if (u.dtype() != DType::kF32 || u.rank() != 3) {
     return Bad(absl::StrCat("u ", u.DebugString(), " (want F32 [T, Hs, K])"));
   }
@@ -62,7 +46,7 @@ absl::Status Validate(const Context& ctx, const McRouteArgs& a) {
         Check(absl::StrCat("pooled_keys[", i, "]"), *a.pooled_keys[i], DType::kF32, {hs, k}, dev, "[Hs, K]"));
   }
   MCSERVE_RETURN_IF_ERROR(Check("token_page_offsets", offsets, DType::kI32, {t + 1}, dev, "[T + 1]"));
-  MCSERVE_RETURN_IF_ERROR(CheckDevice("token_pages", token_pages, dev));
+  MCSERVE_RETURN_IF_ERROR(CheckOnDevice("McRoute", "token_pages", token_pages, dev));
   if (token_pages.dtype() != DType::kI32 || token_pages.rank() != 1) {
     return Bad(absl::StrCat("token_pages ", token_pages.DebugString(), " (want I32 [P])"));
   }

@@ -12,50 +12,12 @@
 #include "gtest/gtest.h"
 #include "kernels/cuda/emu/emu.h"
 #include "kernels/mc_readout/mc_readout.h"
+#include "mc_case.h"
 #include "random_inputs.h"
 #include "tests/unit/kernels/emu_test_device.h"
 
 namespace mcserve::kernels {
 namespace {
-
-// Host data of one call. Page i: mem[i] [Hs, K, V], pooled[i] [Hs, K].
-struct Case {
-  int64_t t = 0, hs = 0, k = 0, v = 0;
-  std::vector<std::vector<int32_t>> lists;   // [T] page indices read by each token, in list order
-  std::vector<float> q, u, pool_on, online;  // [T, Hs, K] ×3, [T, Hs, V]
-  std::vector<std::vector<float>> mem, pooled;
-};
-
-// Random data; token i reads page 0 and each other page with probability `density`, shuffled, except
-// every fifth token (i % 5 == 2), which reads none.
-Case RandomCase(int64_t t, int64_t hs, int64_t k, int64_t v, int num_pages, uint32_t seed, double density = 0.6) {
-  Case c;
-  c.t = t;
-  c.hs = hs;
-  c.k = k;
-  c.v = v;
-  c.q = RandomVector(t * hs * k, seed + 1);
-  c.u = RandomVector(t * hs * k, seed + 2, -2.0f, 2.0f);
-  c.pool_on = RandomVector(t * hs * k, seed + 3);
-  c.online = RandomVector(t * hs * v, seed + 4);
-  for (int i = 0; i < num_pages; ++i) {
-    c.mem.push_back(RandomVector(hs * k * v, seed + 100 + i));
-    c.pooled.push_back(RandomVector(hs * k, seed + 200 + i));
-  }
-  std::mt19937 rng(seed);
-  std::bernoulli_distribution take(density);
-  for (int64_t i = 0; i < t; ++i) {
-    std::vector<int32_t> list;
-    if (i % 5 != 2 && num_pages > 0) {
-      for (int p = 0; p < num_pages; ++p) {
-        if (p == 0 || take(rng)) list.push_back(p);
-      }
-      std::shuffle(list.begin(), list.end(), rng);
-    }
-    c.lists.push_back(list);
-  }
-  return c;
-}
 
 struct Options {
   McCombine kind = McCombine::kSoftmax;
