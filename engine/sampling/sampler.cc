@@ -271,6 +271,7 @@ void Sampler::KeepNucleus(double total) {
 
 SampledToken Sampler::Sample(std::span<const float> logits, std::span<const int32_t> banned) {
   const int32_t n = static_cast<int32_t>(logits.size());
+  if (n == 0) return SampledToken{};
   work_.assign(logits.begin(), logits.end());
   ApplyAdjustments(banned);
 

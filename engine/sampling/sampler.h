@@ -51,7 +51,9 @@ class Sampler {
   // The prompt's ids (repetition penalty counts them, as vLLM does). Call once before sampling.
   void SetPrompt(std::span<const int32_t> prompt);
   // Picks a token from logits [vocab]; `banned` ids can't be picked (min_tokens suppressing EOS /
-  // stop ids). Records the token as output (for the penalties).
+  // stop ids). Records the token as output (for the penalties). NaN logits count as −inf; if no
+  // token is left at all, the lowest id that is not banned. Cost O(vocab) per call plus
+  // O(nucleus log nucleus) for top-p; no full sort.
   SampledToken Sample(std::span<const float> logits, std::span<const int32_t> banned = {});
 
  private:
