@@ -1,0 +1,97 @@
+#include "server/grpc/grpc_server.h"
+
+#include <chrono>
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "server/grpc/generation_service.h"
+
+namespace mcserve::server {
+namespace {
+
+class GrpcServerImpl : public GrpcServer {
+ public:
+  GrpcServerImpl(engine::Engine* engine, const engine::Model* model, GenerationServiceOptions options)
+      : service_(engine, model, std::move(options)) {}
+
+  absl::Status Start(const GrpcServerOptions& options) {
+    std::shared_ptr<grpc::ServerCredentials> credentials;
+    if (options.tls_cert_pem.empty() && options.tls_key_pem.empty()) {
+      if (!options.tls_client_ca_pem.empty()) return absl::InvalidArgumentError("--tls-client-ca needs --tls-cert and --tls-key");
+      credentials = grpc::InsecureServerCredentials();
+    } else {
+      if (options.tls_cert_pem.empty() || options.tls_key_pem.empty()) {
+        return absl::InvalidArgumentError("--tls-cert and --tls-key go together");
+      }
+      grpc::SslServerCredentialsOptions ssl;
+      ssl.pem_key_cert_pairs.push_back({options.tls_key_pem, options.tls_cert_pem});
+      if (!options.tls_client_ca_pem.empty()) {
+        ssl.pem_root_certs = options.tls_client_ca_pem;
+        ssl.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+      }
+      credentials = grpc::SslServerCredentials(ssl);
+    }
+    grpc::EnableDefaultHealthCheckService(true);
+    grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+    grpc::ServerBuilder builder;
+    const std::string address = absl::StrContains(options.host, ':')
+                                    ? absl::StrCat("[", options.host, "]:", options.port)
+                                    : absl::StrCat(options.host, ":", options.port);
+    builder.AddListeningPort(address, credentials, &port_);
+    builder.RegisterService(&service_);
+    server_ = builder.BuildAndStart();
+    if (server_ == nullptr || port_ == 0) return absl::UnavailableError(absl::StrCat("cannot listen on ", address));
+    return absl::OkStatus();
+  }
+
+  ~GrpcServerImpl() override { Shutdown(absl::ZeroDuration()); }
+
+  int port() const override { return port_; }
+
+  void StopAdmitting() override {
+    service_.StopAdmitting();
+    if (server_ != nullptr) server_->GetHealthCheckService()->SetServingStatus(false);
+  }
+
+  int active_streams() const override { return service_.active_streams(); }
+
+  void Shutdown(absl::Duration grace) override {
+    if (server_ == nullptr) return;
+    StopAdmitting();
+    server_->Shutdown(std::chrono::system_clock::now() +
+                      std::chrono::milliseconds(absl::ToInt64Milliseconds(grace)));
+    server_->Wait();
+    server_.reset();
+  }
+
+ private:
+  GenerationService service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<GrpcServer>> StartGrpcServer(engine::Engine* engine, const engine::Model* model,
+                                                           const GrpcServerOptions& options) {
+  GenerationServiceOptions service_options;
+  service_options.model_path = options.model_path;
+  service_options.max_tokens_limit = options.max_tokens_limit;
+  service_options.max_prompt_tokens = options.max_prompt_tokens;
+  service_options.api_key = options.api_key;
+  service_options.version = options.version;
+  auto server = std::make_unique<GrpcServerImpl>(engine, model, service_options);
+  if (absl::Status s = server->Start(options); !s.ok()) return s;
+  return server;
+}
+
+}  // namespace mcserve::server
+
+// The module's entry point (see kStartGrpcServerSymbol).
+extern "C" __attribute__((visibility("default"))) mcserve::server::StartGrpcServerFn mcserve_start_grpc_server() {
+  return &mcserve::server::StartGrpcServer;
+}

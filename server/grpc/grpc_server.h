@@ -1,0 +1,60 @@
+// GrpcServer: the whole gRPC front end (Generation + grpc.health.v1.Health + reflection) behind a
+// small interface, built as a loadable module (libmcserve_grpc_module.so).
+//
+// Why a module: Debian 12's libsentencepiece (the engine's tokenizer) exports its own bundled
+// protobuf-lite 3.14, whose symbols collide with libprotobuf 3.21's (gRPC's): whichever library the
+// dynamic linker sees first serves both, and either order crashes. The binary therefore links no
+// protobuf; it loads this module with RTLD_DEEPBIND (LoadGrpcServerModule), so protobuf and gRPC
+// bind to each other first, while engine symbols come from the binary (built with exported symbols).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "engine/runner/model.h"
+#include "engine/serving/engine.h"
+
+namespace mcserve::server {
+
+// Where and how to listen, and the service's settings.
+struct GrpcServerOptions {
+  std::string host = "0.0.0.0";
+  int port = 0;                     // 0 = pick a free port
+  std::string tls_cert_pem;         // TLS when set (with tls_key_pem)
+  std::string tls_key_pem;
+  std::string tls_client_ca_pem;    // require and verify client certificates when set
+  std::string model_path;
+  uint32_t max_tokens_limit = 4096;
+  int64_t max_prompt_tokens = 1 << 20;
+  std::string api_key;
+  std::string version;
+};
+
+// A running server. Any thread.
+class GrpcServer {
+ public:
+  virtual ~GrpcServer() = default;
+  // The port actually bound.
+  virtual int port() const = 0;
+  // Health → NOT_SERVING and new Generate calls → UNAVAILABLE (the first step of a graceful stop).
+  virtual void StopAdmitting() = 0;
+  // Generate streams still running.
+  virtual int active_streams() const = 0;
+  // Stops the server: calls still open after `grace` are cancelled; returns when all are done.
+  // Call after the engine's Shutdown (so every stream has its final response).
+  virtual void Shutdown(absl::Duration grace) = 0;
+};
+
+// Starts the server over `engine` and `model` (both must outlive it). UNAVAILABLE if it cannot
+// listen; INVALID_ARGUMENT for bad TLS settings.
+absl::StatusOr<std::unique_ptr<GrpcServer>> StartGrpcServer(engine::Engine* engine, const engine::Model* model,
+                                                           const GrpcServerOptions& options);
+
+// The module's entry point (resolved by name with dlsym): StartGrpcServer.
+using StartGrpcServerFn = absl::StatusOr<std::unique_ptr<GrpcServer>> (*)(engine::Engine*, const engine::Model*,
+                                                                         const GrpcServerOptions&);
+inline constexpr char kStartGrpcServerSymbol[] = "mcserve_start_grpc_server";
+
+}  // namespace mcserve::server

@@ -1,0 +1,285 @@
+// mcserve: the inference server. Loads a model, starts the engine and serves mcserve.v1.Generation
+// (plus grpc.health.v1.Health and reflection) over gRPC. Prints
+// `mcserve listening grpc=HOST:PORT http=HOST:PORT` as its first line of stdout, then serves until
+// SIGTERM / SIGINT: health goes NOT_SERVING, new requests are refused, running ones get
+// --shutdown-grace-seconds to finish, the rest are cancelled, and the process exits 0.
+//
+// Every flag can also be set with an environment variable MCSERVE_<FLAG NAME IN CAPITALS>
+// (MCSERVE_GRPC_PORT=8001); a flag on the command line wins.
+#include <dlfcn.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "engine/runner/model.h"
+#include "engine/serving/engine.h"
+#include "engine/serving/recurrent_runner.h"
+#include "kernels/core/status_macros.h"
+#include "kernels/cuda/device_runtime.h"
+#include "server/grpc/grpc_server.h"
+
+ABSL_FLAG(std::string, model, "", "Model directory (config.json, model.safetensors, tokenizer.model); "
+                                  "default: the bundled model");
+ABSL_FLAG(std::string, host, "0.0.0.0",
+          "Address to listen on (both ports). Default 0.0.0.0 (all interfaces, like vLLM); use 127.0.0.1 "
+          "to stay local");
+ABSL_FLAG(int, grpc_port, 8001, "gRPC port; 0 picks a free port (printed on the first line)");
+ABSL_FLAG(int, http_port, 8000, "HTTP port (metrics, health, OpenAI-compatible API); 0 picks a free port");
+ABSL_FLAG(std::string, device, "",
+          "cpu, cuda, or cuda-emu (CUDA kernels run by the CPU emulator, for tests); default: cuda when a GPU "
+          "is present, else cpu");
+ABSL_FLAG(int, threads, 0, "CPU threads for the model; 0 = all cores");
+ABSL_FLAG(int, max_slots, 16, "State slots: the most requests that run at once");
+ABSL_FLAG(int64_t, max_batch_tokens, 2048, "Tokens per scheduler step (decode + prefill), ≥ --max-slots");
+ABSL_FLAG(int, max_waiting, 256, "Queued requests beyond the running ones; more → RESOURCE_EXHAUSTED");
+ABSL_FLAG(int64_t, max_prompt_tokens, 1 << 20, "Longest prompt accepted, in tokens");
+ABSL_FLAG(int, max_tokens_limit, 4096, "The largest max_tokens a request may ask for");
+ABSL_FLAG(double, checkpoint_device_mib, -1,
+          "Memory Caching checkpoints: MiB kept on the device tier (the rest go to the host tier); -1 = unlimited");
+ABSL_FLAG(double, checkpoint_host_mib, -1, "Memory Caching checkpoints: MiB of the host tier; -1 = unlimited");
+ABSL_FLAG(int, ssc_hot_pages, 32, "SSC: host-tier checkpoint pages kept staged on the device per layer");
+ABSL_FLAG(bool, prefix_caching, true, "Reuse the state of cached prompt prefixes (--no-prefix-caching: off)");
+ABSL_FLAG(int64_t, prefix_block, 64, "Prefix-cache block in tokens (rounded up to whole MC segments)");
+ABSL_FLAG(std::string, api_key, "",
+          "If set, every RPC but health needs metadata `authorization: Bearer <key>` (else UNAUTHENTICATED)");
+ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain: serve gRPC over TLS (with --tls-key)");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key for --tls-cert");
+ABSL_FLAG(std::string, tls_client_ca, "", "PEM CA bundle: require and verify client certificates (mutual TLS)");
+ABSL_FLAG(double, shutdown_grace_seconds, 30,
+          "On SIGTERM/SIGINT: seconds running requests get to finish before they are cancelled");
+
+namespace {
+
+namespace engine = mcserve::engine;
+
+// Flags that may come from MCSERVE_<NAME> environment variables.
+constexpr const char* kEnvFlags[] = {
+    "model", "host", "grpc_port", "http_port", "device", "threads", "max_slots", "max_batch_tokens",
+    "max_waiting", "max_prompt_tokens", "max_tokens_limit", "checkpoint_device_mib", "checkpoint_host_mib",
+    "ssc_hot_pages", "prefix_caching", "prefix_block", "api_key", "tls_cert", "tls_key", "tls_client_ca",
+    "shutdown_grace_seconds"};
+
+int g_signal_pipe[2] = {-1, -1};
+
+void OnShutdownSignal(int sig) {
+  const unsigned char byte = static_cast<unsigned char>(sig);
+  [[maybe_unused]] ssize_t n = write(g_signal_pipe[1], &byte, 1);  // async-signal-safe
+}
+
+int Fail(const absl::Status& status) {
+  std::fprintf(stderr, "mcserve: %s\n", std::string(status.message()).c_str());
+  return 1;
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& flag, const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::InvalidArgumentError(absl::StrCat("--", flag, ": cannot read \"", path, "\""));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+absl::StatusOr<mcserve::kernels::Device> ChosenDevice() {
+  using mcserve::kernels::Device;
+  const std::string name = absl::GetFlag(FLAGS_device);
+  if (name.empty()) return mcserve::kernels::RuntimeFor(Device::kCuda).ok() ? Device::kCuda : Device::kCpu;
+  if (name == "cpu") return Device::kCpu;
+  if (name == "cuda") return Device::kCuda;
+  if (name == "cuda-emu") return Device::kCudaEmu;
+  return absl::InvalidArgumentError("--device: \"" + name + "\" is not one of cpu, cuda, cuda-emu");
+}
+
+absl::StatusOr<int64_t> MibToBytes(const char* flag, double mib) {
+  if (mib == -1) return -1;
+  if (!(mib >= 0 && mib < 1e9)) {
+    return absl::InvalidArgumentError(absl::StrCat("--", flag, ": ", mib, " is not a size in MiB (or -1)"));
+  }
+  return static_cast<int64_t>(mib * 1024 * 1024);
+}
+
+// The gRPC module (see server/grpc/grpc_server.h): next to the binary, else where it was built.
+absl::StatusOr<mcserve::server::StartGrpcServerFn> LoadGrpcServerModule() {
+  std::vector<std::string> candidates;
+  if (const char* env = std::getenv("MCSERVE_GRPC_MODULE"); env != nullptr && *env != '\0') candidates.push_back(env);
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n > 0) {
+    std::string dir(self, static_cast<size_t>(n));
+    dir = dir.substr(0, dir.rfind('/') + 1);
+    candidates.push_back(dir + "libmcserve_grpc_module.so");
+    candidates.push_back(dir + "../lib/mcserve/libmcserve_grpc_module.so");
+  }
+  candidates.push_back(MCSERVE_GRPC_MODULE);
+  std::string errors;
+  for (const std::string& path : candidates) {
+    if (access(path.c_str(), R_OK) != 0) continue;
+    void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+    if (handle == nullptr) {
+      absl::StrAppend(&errors, " ", dlerror());
+      continue;
+    }
+    using EntryFn = mcserve::server::StartGrpcServerFn (*)();
+    auto entry = reinterpret_cast<EntryFn>(dlsym(handle, mcserve::server::kStartGrpcServerSymbol));
+    if (entry == nullptr) return absl::InternalError(absl::StrCat(path, ": no ", mcserve::server::kStartGrpcServerSymbol));
+    return entry();
+  }
+  return absl::NotFoundError(absl::StrCat("cannot load the gRPC module libmcserve_grpc_module.so", errors));
+}
+
+// "host:port" with IPv6 hosts bracketed.
+std::string HostPort(const std::string& host, int port) {
+  return absl::StrContains(host, ':') ? absl::StrCat("[", host, "]:", port) : absl::StrCat(host, ":", port);
+}
+
+int Run() {
+  std::string dir = absl::GetFlag(FLAGS_model);
+  if (dir.empty()) dir = MCSERVE_DEFAULT_MODEL;
+  const int grpc_port = absl::GetFlag(FLAGS_grpc_port), http_port = absl::GetFlag(FLAGS_http_port);
+  if (grpc_port < 0 || grpc_port > 65535) return Fail(absl::InvalidArgumentError("--grpc-port: not in [0, 65535]"));
+  if (http_port < 0 || http_port > 65535) return Fail(absl::InvalidArgumentError("--http-port: not in [0, 65535]"));
+  if (absl::GetFlag(FLAGS_max_tokens_limit) < 1) return Fail(absl::InvalidArgumentError("--max-tokens-limit: must be ≥ 1"));
+  if (!(absl::GetFlag(FLAGS_shutdown_grace_seconds) >= 0)) {
+    return Fail(absl::InvalidArgumentError("--shutdown-grace-seconds: must be ≥ 0"));
+  }
+  auto device = ChosenDevice();
+  if (!device.ok()) return Fail(device.status());
+
+  auto model = engine::Model::Load(dir, {.device = *device, .num_threads = absl::GetFlag(FLAGS_threads)});
+  if (!model.ok()) return Fail(model.status());
+  engine::RecurrentRunnerOptions runner_options;
+  runner_options.num_slots = absl::GetFlag(FLAGS_max_slots);
+  auto device_bytes = MibToBytes("checkpoint-device-mib", absl::GetFlag(FLAGS_checkpoint_device_mib));
+  if (!device_bytes.ok()) return Fail(device_bytes.status());
+  auto host_bytes = MibToBytes("checkpoint-host-mib", absl::GetFlag(FLAGS_checkpoint_host_mib));
+  if (!host_bytes.ok()) return Fail(host_bytes.status());
+  runner_options.checkpoints.device_bytes = *device_bytes;
+  runner_options.checkpoints.host_bytes = *host_bytes;
+  runner_options.checkpoints.hot_pages = absl::GetFlag(FLAGS_ssc_hot_pages);
+  if (runner_options.checkpoints.hot_pages < 0) return Fail(absl::InvalidArgumentError("--ssc-hot-pages: negative"));
+  runner_options.prefix_caching = absl::GetFlag(FLAGS_prefix_caching);
+  runner_options.prefix_block = absl::GetFlag(FLAGS_prefix_block);
+  auto runner = engine::RecurrentRunner::Create(model->get(), runner_options);
+  if (!runner.ok()) return Fail(runner.status());
+  engine::EngineOptions engine_options;
+  engine_options.max_waiting = absl::GetFlag(FLAGS_max_waiting);
+  engine_options.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);
+  engine_options.max_prompt_tokens = absl::GetFlag(FLAGS_max_prompt_tokens);
+  auto eng = engine::Engine::Create(*std::move(runner), &(*model)->tokenizer(), engine_options);
+  if (!eng.ok()) return Fail(eng.status());
+
+  mcserve::server::GrpcServerOptions grpc_options;
+  grpc_options.host = absl::GetFlag(FLAGS_host);
+  grpc_options.port = grpc_port;
+  for (auto [flag, path, pem] : {std::tuple{"tls-cert", absl::GetFlag(FLAGS_tls_cert), &grpc_options.tls_cert_pem},
+                                 std::tuple{"tls-key", absl::GetFlag(FLAGS_tls_key), &grpc_options.tls_key_pem},
+                                 std::tuple{"tls-client-ca", absl::GetFlag(FLAGS_tls_client_ca),
+                                            &grpc_options.tls_client_ca_pem}}) {
+    if (path.empty()) continue;
+    auto text = ReadFile(flag, path);
+    if (!text.ok()) return Fail(text.status());
+    *pem = *std::move(text);
+  }
+  grpc_options.model_path = dir;
+  grpc_options.max_tokens_limit = static_cast<uint32_t>(absl::GetFlag(FLAGS_max_tokens_limit));
+  grpc_options.max_prompt_tokens = engine_options.max_prompt_tokens;
+  grpc_options.api_key = absl::GetFlag(FLAGS_api_key);
+  grpc_options.version = MCSERVE_VERSION;
+  auto start_grpc = LoadGrpcServerModule();
+  if (!start_grpc.ok()) return Fail(start_grpc.status());
+  auto grpc_server = (*start_grpc)(eng->get(), model->get(), grpc_options);
+  if (!grpc_server.ok()) return Fail(grpc_server.status());
+  const std::string host = grpc_options.host;
+  const int chosen_grpc_port = (*grpc_server)->port();
+  // The HTTP server is not wired in yet: report the port it is asked for.
+  const int chosen_http_port = http_port;
+  std::printf("mcserve listening grpc=%s http=%s\n", HostPort(host, chosen_grpc_port).c_str(),
+              HostPort(host, chosen_http_port).c_str());
+  std::fflush(stdout);
+  std::fprintf(stderr, "mcserve: serving %s on %d state slots\n", dir.c_str(), (*eng)->EffectiveConcurrency());
+
+  unsigned char sig = 0;
+  while (read(g_signal_pipe[0], &sig, 1) != 1) {
+  }
+  std::fprintf(stderr, "mcserve: %s: shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+  (*grpc_server)->StopAdmitting();  // health NOT_SERVING, new requests UNAVAILABLE
+  const absl::Time grace_end = absl::Now() + absl::Seconds(absl::GetFlag(FLAGS_shutdown_grace_seconds));
+  while ((*grpc_server)->active_streams() > 0 && absl::Now() < grace_end) absl::SleepFor(absl::Milliseconds(20));
+  (*eng)->Shutdown();  // cancels what is left: every stream gets its final (cancelled) response
+  (*grpc_server)->Shutdown(absl::Seconds(5));
+  grpc_server->reset();
+  std::fprintf(stderr, "mcserve: stopped\n");
+  return 0;
+}
+
+// Dashed spellings (--grpc-port) become absl's (--grpc_port); --no-x / --no_x become --nox.
+std::vector<std::string> NormalizeArgs(int argc, char** argv) {
+  std::vector<std::string> out;
+  for (int i = 0; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (i > 0 && arg.rfind("--", 0) == 0) {
+      const size_t end = std::min(arg.find('='), arg.size());
+      for (size_t j = 2; j < end; ++j) {
+        if (arg[j] == '-') arg[j] = '_';
+      }
+      if (arg.rfind("--no_", 0) == 0) arg = "--no" + arg.substr(5);
+    }
+    out.push_back(std::move(arg));
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // SIGTERM / SIGINT → a byte on a pipe that Run reads once serving. (A handler rather than a
+  // blocked mask: libraries such as OpenBLAS start threads before main, which would take the signal.)
+  if (pipe(g_signal_pipe) != 0) return Fail(absl::InternalError("pipe() failed"));
+  struct sigaction action = {};
+  action.sa_handler = OnShutdownSignal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  sigaction(SIGTERM, &action, nullptr);
+  sigaction(SIGINT, &action, nullptr);
+
+  // MCSERVE_* variables go first, so the command line (parsed after them) wins.
+  std::vector<std::string> storage = NormalizeArgs(argc, argv);
+  std::vector<std::string> with_env = {storage[0]};
+  for (const char* name : kEnvFlags) {
+    const std::string var = "MCSERVE_" + absl::AsciiStrToUpper(name);
+    const char* value = std::getenv(var.c_str());
+    if (value != nullptr && *value != '\0') with_env.push_back(absl::StrCat("--", name, "=", value));
+  }
+  with_env.insert(with_env.end(), storage.begin() + 1, storage.end());
+  std::vector<char*> args;
+  for (auto& arg : with_env) args.push_back(arg.data());
+
+  absl::FlagsUsageConfig usage;
+  usage.contains_help_flags = [](absl::string_view file) { return absl::EndsWith(file, "server/main.cc"); };
+  absl::SetFlagsUsageConfig(usage);
+  absl::SetProgramUsageMessage(
+      "mcserve [--model DIR] [--host H] [--grpc-port N] [--http-port N] [...]: serve a recurrent LM over gRPC "
+      "(mcserve.v1.Generation, grpc.health.v1.Health, reflection).\n"
+      "Flags may be written with dashes or underscores (--grpc-port = --grpc_port); every flag can also be "
+      "set with MCSERVE_<NAME> (MCSERVE_GRPC_PORT=8001, MCSERVE_PREFIX_CACHING=false); the command line "
+      "wins. Port 0 picks a free port; the first line of stdout is "
+      "`mcserve listening grpc=HOST:PORT http=HOST:PORT`.");
+  absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
+  return Run();
+}
