@@ -250,3 +250,36 @@ def test_sigterm_cancels_streams_and_exits_zero(pb):
         assert e.code() in (grpc.StatusCode.CANCELLED, grpc.StatusCode.UNAVAILABLE), e
     assert s.proc.wait(timeout=20) == 0
     assert b"shutting down" in s.proc.stderr.read()
+
+
+def test_tls(pb, tmp_path):
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost",
+                    "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True)
+    s = Server("--grpc-port", "0", "--tls-cert", str(cert), "--tls-key", str(key))
+    try:
+        creds = grpc.ssl_channel_credentials(root_certificates=cert.read_bytes())
+        secure = grpc.secure_channel(s.address, creds, options=[("grpc.ssl_target_name_override", "localhost")])
+        info = pb[1].GenerationStub(secure).GetModelInfo(pb[0].GetModelInfoRequest(), timeout=10)
+        assert info.vocab_size > 0
+        with pytest.raises(grpc.RpcError):  # plaintext is refused
+            pb[1].GenerationStub(s.channel).GetModelInfo(pb[0].GetModelInfoRequest(), timeout=3)
+    finally:
+        assert s.stop() == 0
+
+
+def test_help_documents_every_flag():
+    out = subprocess.run([SERVER, "--help"], capture_output=True, timeout=30)
+    text = (out.stdout + out.stderr).decode()
+    for flag in ("model", "host", "grpc_port", "http_port", "device", "max_slots", "max_batch_tokens", "max_waiting",
+                 "max_prompt_tokens", "max_tokens_limit", "checkpoint_device_mib", "checkpoint_host_mib",
+                 "ssc_hot_pages", "prefix_caching", "prefix_block", "api_key", "tls_cert", "tls_key", "tls_client_ca",
+                 "shutdown_grace_seconds"):
+        assert f"--{flag} (" in text, flag
+    assert "MCSERVE_" in text
+
+
+def test_bad_flag_value_fails_cleanly():
+    r = subprocess.run([SERVER, "--model", FIXTURE, "--device", "tpu", "--grpc-port", "0"], capture_output=True, timeout=30)
+    assert r.returncode == 1 and b"--device" in r.stderr and r.stdout == b""
