@@ -10,6 +10,8 @@ packages=(
   libabsl-dev libsentencepiece-dev sentencepiece libopenblas-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libcpp-httplib-dev
+  # promtool (`promtool check metrics` in tests/unit/server/metrics_promtool_test.cc) and a real Prometheus
+  prometheus
   # Python side: reference implementation, fixtures and tests (/usr/bin/python3)
   python3 python3-torch python3-numpy python3-pytest python3-sentencepiece python3-grpcio
 )

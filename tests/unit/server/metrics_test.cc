@@ -1,0 +1,291 @@
+// server/metrics: text format 0.0.4 rendering, escaping, validation, child cap, concurrency, and the
+// mcserve metric set's engine-stats mapping.
+#include "server/metrics/metrics.h"
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "server/metrics/mcserve_metrics.h"
+
+namespace mcserve::server {
+namespace {
+
+TEST(MetricsFormat, Values) {
+  EXPECT_EQ(FormatValue(0), "0");
+  EXPECT_EQ(FormatValue(42), "42");
+  EXPECT_EQ(FormatValue(-7), "-7");
+  EXPECT_EQ(FormatValue(1e15), "1000000000000000");
+  EXPECT_EQ(FormatValue(0.25), "0.25");
+  EXPECT_EQ(FormatValue(0.1), "0.1");
+  EXPECT_EQ(FormatValue(2560.5), "2560.5");
+  EXPECT_EQ(FormatValue(std::numeric_limits<double>::quiet_NaN()), "NaN");
+  EXPECT_EQ(FormatValue(std::numeric_limits<double>::infinity()), "+Inf");
+  EXPECT_EQ(FormatValue(-std::numeric_limits<double>::infinity()), "-Inf");
+  EXPECT_EQ(std::stod(FormatValue(1e300)), 1e300);
+}
+
+TEST(MetricsFormat, Escaping) {
+  EXPECT_EQ(EscapeLabelValue("a\\b\"c\nd"), "a\\\\b\\\"c\\nd");
+  EXPECT_EQ(EscapeLabelValue("plain"), "plain");
+  EXPECT_EQ(EscapeHelp("say \"hi\"\\\nbye"), "say \"hi\"\\\\\\nbye");
+}
+
+TEST(MetricsNames, Validation) {
+  EXPECT_TRUE(ValidateMetricName("mcserve:num_requests_running").ok());
+  EXPECT_TRUE(ValidateMetricName("_x9").ok());
+  EXPECT_TRUE(ValidateMetricName(":a").ok());
+  for (const char* bad : {"", "9abc", "a-b", "a b", "a.b", "é"}) {
+    absl::Status s = ValidateMetricName(bad);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
+  EXPECT_TRUE(ValidateLabelName("model_name").ok());
+  for (const char* bad : {"", "a:b", "1a", "__reserved", "a-b"}) {
+    EXPECT_EQ(ValidateLabelName(bad).code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
+
+  Registry r;
+  absl::Status s = r.AddCounter("bad-name_total", "h").status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("bad-name_total"), std::string_view::npos) << s;
+  EXPECT_EQ(r.AddGauge("g", "h", {"x-y"}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.AddGauge("g", "h", {"a", "a"}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.AddHistogram("h", "h", {"le"}, {1}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.AddHistogram("h", "h", {}, {2, 1}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.AddHistogram("h", "h", {}, {1, 1}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.AddHistogram("h", "h", {}, {std::nan("")}).status().code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(r.AddGauge("g", "h").ok());
+  EXPECT_EQ(r.AddCounter("g", "h").status().code(), absl::StatusCode::kAlreadyExists);
+  // A failed registration leaves nothing behind.
+  EXPECT_EQ(r.Render(), "# HELP g h\n# TYPE g gauge\n");
+}
+
+TEST(MetricsRender, GoldenSmallRegistry) {
+  Registry r;
+  auto c = r.AddCounter("demo:requests_total", "Requests \\ handled.\nSecond line.", {"model_name", "code"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_TRUE((*c)->Get({"m", "200"}).ok());
+  (*(*c)->Get({"m", "200"}))->Increment(3);
+  (*(*c)->Get({"m", "500"}))->Increment();
+  (*(*c)->Get({"m", "500"}))->Increment(-5);  // ignored: counters never decrease
+  auto g = r.AddGauge("demo_temperature", "A gauge.");
+  ASSERT_TRUE(g.ok());
+  (*(*g)->Get({}))->Set(-1.5);
+  auto quoted = r.AddGauge("demo_info", "Escaped label.", {"path"});
+  (*(*quoted)->Get({"C:\\dir \"x\"\nnext"}))->Set(1);
+  auto h = r.AddHistogram("demo_latency_seconds", "Latency.", {"model_name"}, {0.125, 0.5, 1});
+  ASSERT_TRUE(h.ok()) << h.status();
+  Histogram* hm = *(*h)->Get({"m"});
+  for (double v : {0.0625, 0.125, 0.25, 0.75, 2.0}) hm->Observe(v);  // exact in binary
+  hm->Observe(std::nan(""));  // ignored
+
+  const std::string want =
+      "# HELP demo:requests_total Requests \\\\ handled.\\nSecond line.\n"
+      "# TYPE demo:requests_total counter\n"
+      "demo:requests_total{model_name=\"m\",code=\"200\"} 3\n"
+      "demo:requests_total{model_name=\"m\",code=\"500\"} 1\n"
+      "# HELP demo_temperature A gauge.\n"
+      "# TYPE demo_temperature gauge\n"
+      "demo_temperature -1.5\n"
+      "# HELP demo_info Escaped label.\n"
+      "# TYPE demo_info gauge\n"
+      "demo_info{path=\"C:\\\\dir \\\"x\\\"\\nnext\"} 1\n"
+      "# HELP demo_latency_seconds Latency.\n"
+      "# TYPE demo_latency_seconds histogram\n"
+      "demo_latency_seconds_bucket{model_name=\"m\",le=\"0.125\"} 2\n"
+      "demo_latency_seconds_bucket{model_name=\"m\",le=\"0.5\"} 3\n"
+      "demo_latency_seconds_bucket{model_name=\"m\",le=\"1\"} 4\n"
+      "demo_latency_seconds_bucket{model_name=\"m\",le=\"+Inf\"} 5\n"
+      "demo_latency_seconds_sum{model_name=\"m\"} 3.1875\n"
+      "demo_latency_seconds_count{model_name=\"m\"} 5\n";
+  EXPECT_EQ(r.Render(), want);
+  EXPECT_STREQ(kMetricsContentType, "text/plain; version=0.0.4; charset=utf-8");
+}
+
+TEST(MetricsRender, SpecialValuesAndUnlabelledHistogram) {
+  Registry r;
+  Gauge* nan = *(*r.AddGauge("g_nan", "n"))->Get({});
+  nan->Set(std::nan(""));
+  Gauge* inf = *(*r.AddGauge("g_inf", "i"))->Get({});
+  inf->Set(-std::numeric_limits<double>::infinity());
+  // A trailing +Inf bound is implied and dropped.
+  auto h = r.AddHistogram("h_seconds", "h", {}, {1, std::numeric_limits<double>::infinity()});
+  ASSERT_TRUE(h.ok()) << h.status();
+  (*(*h)->Get({}))->Observe(5);
+  EXPECT_EQ(r.Render(),
+            "# HELP g_nan n\n# TYPE g_nan gauge\ng_nan NaN\n"
+            "# HELP g_inf i\n# TYPE g_inf gauge\ng_inf -Inf\n"
+            "# HELP h_seconds h\n# TYPE h_seconds histogram\n"
+            "h_seconds_bucket{le=\"1\"} 0\nh_seconds_bucket{le=\"+Inf\"} 1\n"
+            "h_seconds_sum 5\nh_seconds_count 1\n");
+}
+
+TEST(MetricsFamily, LabelArityAndUtf8) {
+  Registry r;
+  Family<Counter>* f = *r.AddCounter("x_total", "x", {"a", "b"});
+  EXPECT_EQ(f->Get({"1"}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(f->Get({"1", "2", "3"}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(f->Get({"1", "\xff"}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(f->Get({"1", "\xc3"}).status().code(), absl::StatusCode::kInvalidArgument);  // truncated
+  EXPECT_TRUE(f->Get({"1", "h\xc3\xa9"}).ok());                                        // é
+  // The same tuple is the same child.
+  EXPECT_EQ(*f->Get({"1", "2"}), *f->Get({"1", "2"}));
+}
+
+TEST(MetricsFamily, ChildCap) {
+  Registry r(/*max_children_per_family=*/4);
+  Family<Gauge>* f = *r.AddGauge("g", "g", {"id"});
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(f->Get({std::to_string(i)}).ok()) << i;
+  absl::StatusOr<Gauge*> fifth = f->Get({"4"});
+  EXPECT_EQ(fifth.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(fifth.status().message().find("g already has 4"), std::string_view::npos) << fifth.status();
+  EXPECT_TRUE(f->Get({"2"}).ok());  // existing children still reachable
+  Registry def;
+  Family<Counter>* c = *def.AddCounter("c_total", "c", {"id"});
+  for (int i = 0; i < kDefaultMaxChildren; ++i) ASSERT_TRUE(c->Get({std::to_string(i)}).ok());
+  EXPECT_EQ(c->Get({"request-123"}).status().code(), absl::StatusCode::kResourceExhausted);
+}
+
+TEST(MetricsConcurrency, IncrementsSum) {
+  Registry r;
+  Counter* c = *(*r.AddCounter("c_total", "c"))->Get({});
+  Gauge* g = *(*r.AddGauge("g", "g"))->Get({});
+  Family<Histogram>* hf = *r.AddHistogram("h", "h", {"k"}, {0.5});
+  constexpr int kThreads = 4, kIters = 20000;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      Histogram* h = *hf->Get({t % 2 == 0 ? "even" : "odd"});
+      for (int i = 0; i < kIters; ++i) {
+        c->Increment();
+        g->Increment(2);
+        g->Decrement();
+        h->Observe(i % 2 == 0 ? 0.25 : 1.0);
+        if (i % 1000 == 0) (void)r.Render();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(c->Value(), kThreads * kIters);
+  EXPECT_EQ(g->Value(), kThreads * kIters);
+  for (const char* k : {"even", "odd"}) {
+    Histogram::Snapshot s = (*hf->Get({k}))->Collect();
+    EXPECT_EQ(s.count, 2u * kIters);
+    ASSERT_EQ(s.cumulative.size(), 2u);
+    EXPECT_EQ(s.cumulative[0], static_cast<uint64_t>(kIters));
+    EXPECT_EQ(s.cumulative[1], 2u * kIters);
+    EXPECT_DOUBLE_EQ(s.sum, kIters * 0.25 + kIters * 1.0);
+  }
+}
+
+TEST(MetricsHistogram, BucketsCumulativeAndBoundsInclusive) {
+  Histogram h({1, 2, 4});
+  for (double v : {-3.0, 1.0, 1.5, 2.0, 3.0, 4.0, 9.0, 9.0}) h.Observe(v);
+  Histogram::Snapshot s = h.Collect();
+  EXPECT_EQ(s.cumulative, (std::vector<uint64_t>{2, 4, 6, 8}));
+  EXPECT_EQ(s.count, 8u);
+  EXPECT_DOUBLE_EQ(s.sum, 26.5);
+}
+
+TEST(MetricsGauge, CallbackAndRenderHook) {
+  Registry r;
+  Gauge* g = *(*r.AddGauge("g", "g"))->Get({});
+  Counter* c = *(*r.AddCounter("c_total", "c"))->Get({});
+  double source = 7;
+  g->SetCallback([&] { return source; });
+  int hook_runs = 0;
+  r.AddRenderHook([&] { c->IncreaseTo(++hook_runs * 10); });
+  EXPECT_NE(r.Render().find("\ng 7\n"), std::string::npos);
+  source = 8;
+  const std::string second = r.Render();
+  EXPECT_NE(second.find("\ng 8\n"), std::string::npos) << second;
+  EXPECT_NE(second.find("\nc_total 20\n"), std::string::npos) << second;
+  g->SetCallback(nullptr);
+  g->Set(3);
+  EXPECT_EQ(g->Value(), 3);
+  c->IncreaseTo(5);  // lower: ignored
+  EXPECT_EQ(c->Value(), 20);  // two renders ran the hook twice
+}
+
+TEST(McserveMetrics, UpdateFromEngineStats) {
+  Registry r;
+  auto m = McserveMetrics::Create(r, "mcserve-tiny");
+  ASSERT_TRUE(m.ok()) << m.status();
+  engine::EngineStats s;
+  s.slots_total = 8;
+  s.slots_used = 2;
+  s.running = 2;
+  s.waiting = 5;
+  s.tokens_generated = 100;
+  s.prompt_tokens_processed = 40;
+  s.prompt_tokens_cached = 24;
+  s.runner.device_pages = 11;
+  s.runner.host_pages = 3;
+  s.runner.stagings = 4;
+  s.runner.prefix_hits = 6;
+  s.runner.prefix_misses = 9;
+  s.runner.evictions = 2;
+  s.finished[static_cast<int>(engine::FinishReason::kStop)] = 7;
+  s.finished[static_cast<int>(engine::FinishReason::kLength)] = 1;
+  s.finished[static_cast<int>(engine::FinishReason::kCancelled)] = 2;
+  s.finished[static_cast<int>(engine::FinishReason::kError)] = 3;
+  McserveMetrics& mm = **m;
+  mm.UpdateFromEngineStats(s);
+  EXPECT_EQ(mm.num_requests_running.Value(), 2);
+  EXPECT_EQ(mm.num_requests_waiting.Value(), 5);
+  EXPECT_DOUBLE_EQ(mm.state_slot_usage_perc.Value(), 0.25);
+  EXPECT_EQ(mm.max_running_requests.Value(), 8);
+  EXPECT_EQ(mm.checkpoint_pages_device.Value(), 11);
+  EXPECT_EQ(mm.checkpoint_pages_host.Value(), 3);
+  EXPECT_EQ(mm.prompt_tokens.Value(), 64);
+  EXPECT_EQ(mm.generation_tokens.Value(), 100);
+  EXPECT_EQ(mm.request_success(engine::FinishReason::kStop).Value(), 7);
+  EXPECT_EQ(mm.request_success(engine::FinishReason::kLength).Value(), 1);
+  EXPECT_EQ(mm.request_success(engine::FinishReason::kCancelled).Value(), 2);
+  EXPECT_EQ(mm.request_success(engine::FinishReason::kError).Value(), 3);
+  EXPECT_EQ(mm.checkpoint_stagings.Value(), 4);
+  EXPECT_EQ(mm.prefix_cache_hits.Value(), 6);
+  EXPECT_EQ(mm.prefix_cache_misses.Value(), 9);
+  EXPECT_EQ(mm.prefix_cache_evictions.Value(), 2);
+
+  // An older snapshot never lowers a counter; gauges follow it.
+  engine::EngineStats older = s;
+  older.tokens_generated = 50;
+  older.runner.prefix_hits = 1;
+  older.waiting = 0;
+  older.slots_total = 0;
+  mm.UpdateFromEngineStats(older);
+  EXPECT_EQ(mm.generation_tokens.Value(), 100);
+  EXPECT_EQ(mm.prefix_cache_hits.Value(), 6);
+  EXPECT_EQ(mm.num_requests_waiting.Value(), 0);
+  EXPECT_EQ(mm.state_slot_usage_perc.Value(), 0);
+
+  const std::string text = r.Render();
+  EXPECT_NE(text.find("mcserve:checkpoint_pages{model_name=\"mcserve-tiny\",tier=\"device\"} 11\n"),
+            std::string::npos) << text;
+  EXPECT_NE(text.find("mcserve:request_success_total{model_name=\"mcserve-tiny\",finished_reason=\"stop\"} 7\n"),
+            std::string::npos) << text;
+  EXPECT_NE(text.find("mcserve:time_to_first_token_seconds_bucket{model_name=\"mcserve-tiny\",le=\"2560\"} 0\n"),
+            std::string::npos) << text;
+  EXPECT_NE(text.find("mcserve:e2e_request_latency_seconds_bucket{model_name=\"mcserve-tiny\",le=\"7680\"} 0\n"),
+            std::string::npos) << text;
+  // Registering the set twice in one registry is an error, not a crash.
+  EXPECT_EQ(McserveMetrics::Create(r, "other").status().code(), absl::StatusCode::kAlreadyExists);
+}
+
+TEST(McserveMetrics, VllmBucketSets) {
+  EXPECT_EQ(TimeToFirstTokenBuckets().size(), 22u);
+  EXPECT_EQ(TimeToFirstTokenBuckets().front(), 0.001);
+  EXPECT_EQ(TimeToFirstTokenBuckets().back(), 2560.0);
+  EXPECT_EQ(InterTokenLatencyBuckets().size(), 19u);
+  EXPECT_EQ(InterTokenLatencyBuckets().back(), 80.0);
+  EXPECT_EQ(E2eRequestLatencyBuckets().size(), 21u);
+  EXPECT_EQ(E2eRequestLatencyBuckets().front(), 0.3);
+  EXPECT_EQ(E2eRequestLatencyBuckets().back(), 7680.0);
+}
+
+}  // namespace
+}  // namespace mcserve::server
