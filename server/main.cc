@@ -10,7 +10,9 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
+#include <filesystem>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
@@ -34,6 +36,9 @@
 #include "kernels/core/status_macros.h"
 #include "kernels/cuda/device_runtime.h"
 #include "server/grpc/grpc_server.h"
+#include "server/http/http_server.h"
+#include "server/metrics/mcserve_metrics.h"
+#include "server/metrics/metrics.h"
 
 ABSL_FLAG(std::string, model, "", "Model directory (config.json, model.safetensors, tokenizer.model); "
                                   "default: the bundled model");
@@ -59,7 +64,7 @@ ABSL_FLAG(bool, prefix_caching, true, "Reuse the state of cached prompt prefixes
 ABSL_FLAG(int64_t, prefix_block, 64, "Prefix-cache block in tokens (rounded up to whole MC segments)");
 ABSL_FLAG(std::string, api_key, "",
           "If set, every RPC but health needs metadata `authorization: Bearer <key>` (else UNAUTHENTICATED)");
-ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain: serve gRPC over TLS (with --tls-key)");
+ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain: serve gRPC and HTTP over TLS (with --tls-key)");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key for --tls-cert");
 ABSL_FLAG(std::string, tls_client_ca, "", "PEM CA bundle: require and verify client certificates (mutual TLS)");
 ABSL_FLAG(double, shutdown_grace_seconds, 30,
@@ -207,8 +212,28 @@ int Run() {
   if (!grpc_server.ok()) return Fail(grpc_server.status());
   const std::string host = grpc_options.host;
   const int chosen_grpc_port = (*grpc_server)->port();
-  // The HTTP server is not wired in yet: report the port it is asked for.
-  const int chosen_http_port = http_port;
+  std::atomic<bool> stopping{false};
+  mcserve::server::HttpServerOptions http_options;
+  http_options.host = host;
+  http_options.port = http_port;
+  http_options.model_name = std::filesystem::path(dir).lexically_normal().filename().string();
+  if (http_options.model_name.empty()) http_options.model_name = std::filesystem::path(dir).parent_path().filename();
+  http_options.api_key = grpc_options.api_key;
+  http_options.tls_cert = absl::GetFlag(FLAGS_tls_cert);
+  http_options.tls_key = absl::GetFlag(FLAGS_tls_key);
+  http_options.limits.max_tokens_limit = absl::GetFlag(FLAGS_max_tokens_limit);
+  http_options.ready = [&stopping] { return !stopping.load(); };
+  // Prometheus metrics: the engine's stats are read on every scrape.
+  mcserve::server::Registry registry;
+  auto metrics = mcserve::server::McserveMetrics::Create(registry, http_options.model_name);
+  if (!metrics.ok()) return Fail(metrics.status());
+  engine::Engine* engine_ptr = eng->get();
+  mcserve::server::McserveMetrics* metrics_ptr = metrics->get();
+  registry.AddRenderHook([engine_ptr, metrics_ptr] { metrics_ptr->UpdateFromEngineStats(engine_ptr->Stats()); });
+  http_options.metrics = [&registry] { return registry.Render(); };
+  auto http_server = mcserve::server::HttpServer::Start(eng->get(), &(*model)->tokenizer(), http_options);
+  if (!http_server.ok()) return Fail(http_server.status());
+  const int chosen_http_port = (*http_server)->port();
   std::printf("mcserve listening grpc=%s http=%s\n", HostPort(host, chosen_grpc_port).c_str(),
               HostPort(host, chosen_http_port).c_str());
   std::fflush(stdout);
@@ -219,10 +244,12 @@ int Run() {
   }
   std::fprintf(stderr, "mcserve: %s: shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
   (*grpc_server)->StopAdmitting();  // health NOT_SERVING, new requests UNAVAILABLE
+  stopping = true;                  // HTTP /ready turns 503
   const absl::Time grace_end = absl::Now() + absl::Seconds(absl::GetFlag(FLAGS_shutdown_grace_seconds));
   while ((*grpc_server)->active_streams() > 0 && absl::Now() < grace_end) absl::SleepFor(absl::Milliseconds(20));
   (*eng)->Shutdown();  // cancels what is left: every stream gets its final (cancelled) response
   (*grpc_server)->Shutdown(absl::Seconds(5));
+  (*http_server)->Stop();
   grpc_server->reset();
   std::fprintf(stderr, "mcserve: stopped\n");
   return 0;
