@@ -101,22 +101,23 @@ absl::StatusOr<std::string> ReadFile(const std::string& flag, const std::string&
   return ss.str();
 }
 
-absl::StatusOr<mcserve::kernels::Device> ChosenDevice() {
-  using mcserve::kernels::Device;
-  const std::string name = absl::GetFlag(FLAGS_device);
-  if (name.empty()) return mcserve::kernels::RuntimeFor(Device::kCuda).ok() ? Device::kCuda : Device::kCpu;
-  if (name == "cpu") return Device::kCpu;
-  if (name == "cuda") return Device::kCuda;
-  if (name == "cuda-emu") return Device::kCudaEmu;
-  return absl::InvalidArgumentError("--device: \"" + name + "\" is not one of cpu, cuda, cuda-emu");
+// `status` with "--<flag>: " in front of its message.
+absl::Status ForFlag(const char* flag, const absl::Status& status) {
+  return absl::Status(status.code(), absl::StrCat("--", flag, ": ", status.message()));
 }
 
+// --device, resolved: the default is cuda when a GPU is usable, else cpu.
+absl::StatusOr<mcserve::kernels::Device> ChosenDevice() {
+  auto device = mcserve::kernels::DeviceFromName(absl::GetFlag(FLAGS_device));
+  if (!device.ok()) return ForFlag("device", device.status());
+  return *device;
+}
+
+// A --checkpoint-*-mib flag in bytes.
 absl::StatusOr<int64_t> MibToBytes(const char* flag, double mib) {
-  if (mib == -1) return -1;
-  if (!(mib >= 0 && mib < 1e9)) {
-    return absl::InvalidArgumentError(absl::StrCat("--", flag, ": ", mib, " is not a size in MiB (or -1)"));
-  }
-  return static_cast<int64_t>(mib * 1024 * 1024);
+  auto bytes = engine::BudgetBytesFromMib(mib);
+  if (!bytes.ok()) return ForFlag(flag, bytes.status());
+  return *bytes;
 }
 
 // The gRPC module (see server/grpc/grpc_server.h): next to the binary, else where it was built.

@@ -17,6 +17,12 @@ std::string Budget(int64_t bytes) { return bytes < 0 ? std::string("unlimited") 
 
 }  // namespace
 
+absl::StatusOr<int64_t> BudgetBytesFromMib(double mib) {
+  if (mib == -1) return -1;
+  if (!(mib >= 0 && mib < 1e9)) return absl::InvalidArgumentError(absl::StrCat(mib, " is not a size in MiB (or -1)"));
+  return static_cast<int64_t>(mib * 1024 * 1024);
+}
+
 CheckpointStore::CheckpointStore(int num_slots, int num_layers, kernels::Device device, CheckpointStoreOptions options)
     : lists_(static_cast<size_t>(num_slots) * num_layers),
       hot_(static_cast<size_t>(num_slots) * num_layers),

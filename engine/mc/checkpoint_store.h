@@ -35,6 +35,9 @@ struct CheckpointStoreOptions {
   int hot_pages = 32;         // staged host pages kept on the device per (slot, layer) between steps
 };
 
+// A tier budget given in MiB (fractions allowed; -1 = unlimited) in bytes; InvalidArgument otherwise.
+absl::StatusOr<int64_t> BudgetBytesFromMib(double mib);
+
 // One page: a checkpoint of one layer for one segment. Immutable once frozen (but for its counts).
 struct McCheckpoint {
   kernels::Tensor memory;      // [Hs, K, V] F32 (the memory matrix only); on the device or the host

@@ -26,4 +26,12 @@ absl::StatusOr<DeviceRuntime*> RuntimeFor(Device device) {
       absl::StrCat("RuntimeFor: device ", DeviceName(device), " has no device runtime (host memory)"));
 }
 
+absl::StatusOr<Device> DeviceFromName(const std::string& name) {
+  if (name.empty()) return RuntimeFor(Device::kCuda).ok() ? Device::kCuda : Device::kCpu;
+  if (name == "cpu") return Device::kCpu;
+  if (name == "cuda") return Device::kCuda;
+  if (name == "cuda-emu") return Device::kCudaEmu;
+  return absl::InvalidArgumentError("\"" + name + "\" is not one of cpu, cuda, cuda-emu");
+}
+
 }  // namespace mcserve::kernels

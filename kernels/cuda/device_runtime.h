@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -61,5 +62,9 @@ class DeviceRuntime {
 // The runtime of `device` (kCuda or kCudaEmu): Unimplemented("built without CUDA") for kCuda in a
 // build without nvcc, Unavailable when no GPU is present, InvalidArgument for kCpu.
 absl::StatusOr<DeviceRuntime*> RuntimeFor(Device device);
+
+// The device a command line names: "cpu", "cuda", "cuda-emu", or "" for the default (cuda when a
+// GPU is usable, else cpu). InvalidArgument for any other name.
+absl::StatusOr<Device> DeviceFromName(const std::string& name);
 
 }  // namespace mcserve::kernels

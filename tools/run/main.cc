@@ -72,18 +72,20 @@ std::map<std::string, std::string> McOverrides() {
   return overrides;
 }
 
+// `status` with "--<flag>: " in front of its message.
+absl::Status ForFlag(const char* flag, const absl::Status& status) {
+  return absl::Status(status.code(), absl::StrCat("--", flag, ": ", status.message()));
+}
+
 // --checkpoint-*-mib and --ssc-hot-pages as store options.
 absl::StatusOr<mcserve::engine::CheckpointStoreOptions> CheckpointOptions() {
-  const auto bytes = [](const char* flag, double mib) -> absl::StatusOr<int64_t> {
-    if (mib == -1) return -1;
-    if (!(mib >= 0 && mib < 1e9)) {
-      return absl::InvalidArgumentError(absl::StrCat("--", flag, ": ", mib, " is not a size in MiB (or -1)"));
-    }
-    return static_cast<int64_t>(mib * 1024 * 1024);
-  };
   mcserve::engine::CheckpointStoreOptions options;
-  MCSERVE_ASSIGN_OR_RETURN(options.device_bytes, bytes("checkpoint-device-mib", absl::GetFlag(FLAGS_checkpoint_device_mib)));
-  MCSERVE_ASSIGN_OR_RETURN(options.host_bytes, bytes("checkpoint-host-mib", absl::GetFlag(FLAGS_checkpoint_host_mib)));
+  auto device = mcserve::engine::BudgetBytesFromMib(absl::GetFlag(FLAGS_checkpoint_device_mib));
+  if (!device.ok()) return ForFlag("checkpoint-device-mib", device.status());
+  auto host = mcserve::engine::BudgetBytesFromMib(absl::GetFlag(FLAGS_checkpoint_host_mib));
+  if (!host.ok()) return ForFlag("checkpoint-host-mib", host.status());
+  options.device_bytes = *device;
+  options.host_bytes = *host;
   options.hot_pages = absl::GetFlag(FLAGS_ssc_hot_pages);
   if (options.hot_pages < 0) {
     return absl::InvalidArgumentError(absl::StrCat("--ssc-hot-pages: ", options.hot_pages, " is negative"));
@@ -93,13 +95,9 @@ absl::StatusOr<mcserve::engine::CheckpointStoreOptions> CheckpointOptions() {
 
 // --device, resolved: the default is cuda when a GPU is usable, else cpu.
 absl::StatusOr<mcserve::kernels::Device> ChosenDevice() {
-  using mcserve::kernels::Device;
-  const std::string name = absl::GetFlag(FLAGS_device);
-  if (name.empty()) return mcserve::kernels::RuntimeFor(Device::kCuda).ok() ? Device::kCuda : Device::kCpu;
-  if (name == "cpu") return Device::kCpu;
-  if (name == "cuda") return Device::kCuda;
-  if (name == "cuda-emu") return Device::kCudaEmu;
-  return absl::InvalidArgumentError("--device: \"" + name + "\" is not one of cpu, cuda, cuda-emu");
+  auto device = mcserve::kernels::DeviceFromName(absl::GetFlag(FLAGS_device));
+  if (!device.ok()) return ForFlag("device", device.status());
+  return *device;
 }
 
 int Run() {
