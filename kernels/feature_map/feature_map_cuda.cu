@@ -9,6 +9,7 @@
 #include "kernels/core/status_macros.h"
 #include "kernels/core/tensor_data.h"
 #include "kernels/cuda/cuda_compat.h"
+#include "kernels/cuda/load_widened.h"
 #include "kernels/cuda/device_runtime.h"
 #include "kernels/feature_map/feature_map.h"
 #include "kernels/feature_map/feature_map_math.h"
@@ -16,25 +17,13 @@
 namespace {
 
 using mcserve::kernels::DType;
+using mcserve::kernels::MCSERVE_CUDA_NS::LoadWidenedOrZero;
 using mcserve::kernels::FeatureMapKind;
 
 constexpr int kThreads = 256;       // element-wise kernel
 constexpr int kMaxBlocks = 65535;   // element-wise grid cap (grid-stride beyond)
 constexpr int kRowThreads = 128;    // Hedgehog kernel: 4 full warps per row
 constexpr int kRowWarps = kRowThreads / 32;
-
-// Element i of a F32 / BF16 / F16 buffer widened to float; 0 for a null buffer.
-__device__ __forceinline__ float LoadWidened(const void* p, DType dtype, int64_t i) {
-  if (p == nullptr) return 0.0f;
-  switch (dtype) {
-    case DType::kBF16:
-      return mcserve::kernels::Bf16ToF32(static_cast<const uint16_t*>(p)[i]);
-    case DType::kF16:
-      return mcserve::kernels::F16ToF32(static_cast<const uint16_t*>(p)[i]);
-    default:
-      return static_cast<const float*>(p)[i];
-  }
-}
 
 // Inputs of the element-wise kernel. x [rows, d]; y1, y2 [rows, d] (W1 x, W2 x; null when unused);
 // b1, b2 [d] or null; out [rows, out_dim].
@@ -69,10 +58,10 @@ __global__ void FeatureMapElementwise(ElementParams p) {
         v = mcserve::kernels::FeatureMapRelu(p.x[idx]);
         break;
       case FeatureMapKind::kT2R:
-        v = mcserve::kernels::FeatureMapRelu(p.y1[idx] + LoadWidened(p.b1, p.b1_dtype, e));
+        v = mcserve::kernels::FeatureMapRelu(p.y1[idx] + LoadWidenedOrZero(p.b1, p.b1_dtype, e));
         break;
       case FeatureMapKind::kHadamard:
-        v = (p.y1[idx] + LoadWidened(p.b1, p.b1_dtype, e)) * (p.y2[idx] + LoadWidened(p.b2, p.b2_dtype, e));
+        v = (p.y1[idx] + LoadWidenedOrZero(p.b1, p.b1_dtype, e)) * (p.y2[idx] + LoadWidenedOrZero(p.b2, p.b2_dtype, e));
         break;
       case FeatureMapKind::kDpfp: {
         const int n2 = 2 * p.d;
@@ -116,12 +105,12 @@ __global__ void FeatureMapHedgehog(const float* __restrict__ y1, const void* __r
   float* o = out + r * 2 * d;
   float m = 0.0f;  // the CPU's shift starts at 0 too
   for (int i = threadIdx.x; i < d; i += blockDim.x) {
-    m = fmaxf(m, mcserve::kernels::HedgehogAbsLogit(yr[i] + LoadWidened(b1, b1_dtype, i)));
+    m = fmaxf(m, mcserve::kernels::HedgehogAbsLogit(yr[i] + LoadWidenedOrZero(b1, b1_dtype, i)));
   }
   m = BlockReduce(m, /*is_max=*/true, scratch);
   float sum = 0.0f;
   for (int i = threadIdx.x; i < d; i += blockDim.x) {
-    const float y = yr[i] + LoadWidened(b1, b1_dtype, i);
+    const float y = yr[i] + LoadWidenedOrZero(b1, b1_dtype, i);
     o[i] = mcserve::kernels::HedgehogPos(y, m);
     o[d + i] = mcserve::kernels::HedgehogNeg(y, m);
     sum += o[i] + o[d + i];

@@ -11,26 +11,16 @@
 #include "kernels/core/status_macros.h"
 #include "kernels/core/tensor_data.h"
 #include "kernels/cuda/cuda_compat.h"
+#include "kernels/cuda/load_widened.h"
 #include "kernels/short_conv/short_conv.h"
 #include "kernels/short_conv/short_conv_math.h"
 
 namespace {
 
 using mcserve::kernels::DType;
+using mcserve::kernels::MCSERVE_CUDA_NS::LoadWidened;
 
 constexpr int kThreads = 128;  // channels per block
-
-// Element i of a F32 / BF16 / F16 buffer, widened to float.
-__device__ __forceinline__ float LoadWidened(const void* p, DType dtype, int64_t i) {
-  switch (dtype) {
-    case DType::kBF16:
-      return mcserve::kernels::Bf16ToF32(static_cast<const uint16_t*>(p)[i]);
-    case DType::kF16:
-      return mcserve::kernels::F16ToF32(static_cast<const uint16_t*>(p)[i]);
-    default:
-      return static_cast<const float*>(p)[i];
-  }
-}
 
 // Launch: grid (num_seqs, ceil(D / kThreads)), block kThreads, no shared memory.
 // x, out: [T, D]; weight: [D, 1, W] (w_dtype); bias: [D] (b_dtype) or null; state: [slots, W−1, D];
