@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Decode throughput: mcserve's CPU engine vs the PyTorch reference's eager decode, same checkpoint.
 
 Exports the ~10M-parameter gated DeltaNet of the reference (hidden 256, 9 layers, vocab 4096) in F32

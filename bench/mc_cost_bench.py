@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Memory Caching decode cost against context length (issue #3).
 
 Exports the reference's ~10M-parameter gated DeltaNet (hidden 256, 9 layers, 4 heads x 64, F32), then

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Serving benchmark: generated tokens/s through the Engine (scheduler + continuous batching) against
 the number of concurrent requests, and time to first token of a long prompt with and without its
 2K-token prefix in the prefix cache. Baselines are in the same run: concurrency 1; the bare model's
