@@ -22,6 +22,7 @@ struct EngineOptions {
   int64_t max_prompt_tokens = 1 << 20;  // --max-prompt-tokens: longest prompt accepted
   int channel_capacity = 64;            // output events buffered per request (backpressure beyond)
   bool stop_at_every_boundary = false;  // see SchedulerOptions
+  LatencyObserver* latency_observer = nullptr;  // see SchedulerOptions; must outlive the Engine
 };
 
 // Gauges and counters for /metrics and GetServerInfo (see SchedulerStats).

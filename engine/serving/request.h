@@ -2,6 +2,7 @@
 // (Request), and the client's side of it (RequestHandle: its output stream and cancellation).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -50,6 +51,9 @@ struct Request {
   bool first_event_sent = false;
   int32_t next_input = 0;      // the last sampled token: input of the next decode step
   int64_t last_scheduled = -1; // step number this request last ran in (decode fairness)
+  // Latency bookkeeping (LatencyObserver): when Submit created it, and its latest token.
+  std::chrono::steady_clock::time_point submitted = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point last_token;
 
   Request(uint64_t id, RequestSpec spec, std::shared_ptr<OutputChannel> channel, Sampler sampler,
           OutputStream stream)

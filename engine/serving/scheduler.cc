@@ -310,6 +310,7 @@ void Scheduler::RunStep(const std::vector<Planned>& plan) {
       continue;
     }
     ++counters_.tokens_generated;
+    ObserveToken(r);
     OutputEvent e;
     e.token_id = tok.id;
     e.text = std::move(delta->text);
@@ -341,6 +342,10 @@ void Scheduler::Finish(Request* r, OutputEvent final_event) {
   }
   r->phase = RequestPhase::kDone;
   ++counters_.finished[static_cast<int>(final_event.finish)];
+  if (options_.latency_observer != nullptr) {
+    options_.latency_observer->OnFinished(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - r->submitted).count(), final_event.finish);
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     live_.erase(r->id);
@@ -348,6 +353,21 @@ void Scheduler::Finish(Request* r, OutputEvent final_event) {
   // Publish before the final event so a client that saw it also sees the slot released.
   PublishStats();
   r->channel->Finish(std::move(final_event));
+}
+
+void Scheduler::ObserveToken(Request* r) {
+  const auto now = std::chrono::steady_clock::now();
+  const bool first = r->stream.generated() == 1;
+  if (options_.latency_observer != nullptr) {
+    const auto since = now - (first ? r->submitted : r->last_token);
+    const double seconds = std::chrono::duration<double>(since).count();
+    if (first) {
+      options_.latency_observer->OnFirstToken(seconds);
+    } else {
+      options_.latency_observer->OnInterToken(seconds);
+    }
+  }
+  r->last_token = now;
 }
 
 void Scheduler::CancelAll() {

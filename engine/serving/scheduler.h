@@ -22,6 +22,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "engine/model/tokenizer.h"
+#include "engine/serving/latency_observer.h"
 #include "engine/serving/model_runner.h"
 #include "engine/serving/output_channel.h"
 #include "engine/serving/request.h"
@@ -39,6 +40,8 @@ struct SchedulerOptions {
   // boundary that fits, and the runner splits its forward passes at the block ends it snapshots
   // (RecurrentRunner::Step), so prefix caching works either way with fewer steps.
   bool stop_at_every_boundary = false;
+  // Receives every request's latencies (null: none). Must outlive the scheduler.
+  LatencyObserver* latency_observer = nullptr;
 };
 
 // A snapshot of the scheduler's gauges and counters. Plain value.
@@ -107,6 +110,8 @@ class Scheduler {
   void RunStep(const std::vector<Planned>& plan);
   // Ends r's sequence (if running), releases its slot, publishes stats and sends the final event.
   void Finish(Request* r, OutputEvent final_event);
+  // Reports r's new token (time to first token or inter-token latency) to the latency observer.
+  void ObserveToken(Request* r);
   void PublishStats();
   void CancelAll();
 

@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "engine/sampling/output_stream.h"
 #include "engine/serving/engine.h"
+#include "engine/serving/latency_observer.h"
 #include "server/metrics/metrics.h"
 
 namespace mcserve::server {
@@ -49,10 +50,23 @@ struct McserveMetrics {
   Counter& prefix_cache_hits;      // mcserve:prefix_cache_hits_total
   Counter& prefix_cache_misses;    // mcserve:prefix_cache_misses_total
   Counter& prefix_cache_evictions; // mcserve:prefix_cache_evictions_total
-  // Histograms (observed by the front ends per request, in seconds).
+  // Histograms (observed through MetricsLatencyObserver, in seconds).
   Histogram& time_to_first_token;  // mcserve:time_to_first_token_seconds
   Histogram& inter_token_latency;  // mcserve:inter_token_latency_seconds
   Histogram& e2e_request_latency;  // mcserve:e2e_request_latency_seconds
+};
+
+// The engine's LatencyObserver (EngineOptions::latency_observer) filling McserveMetrics' latency
+// histograms. Called on the scheduler thread; `metrics` must outlive it.
+class MetricsLatencyObserver final : public engine::LatencyObserver {
+ public:
+  explicit MetricsLatencyObserver(McserveMetrics& metrics) : metrics_(metrics) {}
+  void OnFirstToken(double seconds) override { metrics_.time_to_first_token.Observe(seconds); }
+  void OnInterToken(double seconds) override { metrics_.inter_token_latency.Observe(seconds); }
+  void OnFinished(double seconds, engine::FinishReason) override { metrics_.e2e_request_latency.Observe(seconds); }
+
+ private:
+  McserveMetrics& metrics_;
 };
 
 }  // namespace mcserve::server

@@ -276,6 +276,31 @@ TEST(McserveMetrics, UpdateFromEngineStats) {
   EXPECT_EQ(McserveMetrics::Create(r, "other").status().code(), absl::StatusCode::kAlreadyExists);
 }
 
+TEST(McserveMetrics, LatencyObserverFillsTheHistograms) {
+  Registry r;
+  auto m = McserveMetrics::Create(r, "tiny");
+  ASSERT_TRUE(m.ok()) << m.status();
+  MetricsLatencyObserver obs(**m);
+  engine::LatencyObserver& as_engine_sees_it = obs;
+  as_engine_sees_it.OnFirstToken(0.03);
+  as_engine_sees_it.OnInterToken(0.004);
+  as_engine_sees_it.OnInterToken(0.02);
+  as_engine_sees_it.OnFinished(0.5, engine::FinishReason::kStop);
+  const std::string text = r.Render();
+  for (const char* line : {
+           "mcserve:time_to_first_token_seconds_bucket{model_name=\"tiny\",le=\"0.02\"} 0\n",
+           "mcserve:time_to_first_token_seconds_bucket{model_name=\"tiny\",le=\"0.04\"} 1\n",
+           "mcserve:time_to_first_token_seconds_count{model_name=\"tiny\"} 1\n",
+           "mcserve:inter_token_latency_seconds_bucket{model_name=\"tiny\",le=\"0.01\"} 1\n",
+           "mcserve:inter_token_latency_seconds_bucket{model_name=\"tiny\",le=\"0.025\"} 2\n",
+           "mcserve:inter_token_latency_seconds_count{model_name=\"tiny\"} 2\n",
+           "mcserve:e2e_request_latency_seconds_bucket{model_name=\"tiny\",le=\"0.3\"} 0\n",
+           "mcserve:e2e_request_latency_seconds_bucket{model_name=\"tiny\",le=\"0.5\"} 1\n",
+           "mcserve:e2e_request_latency_seconds_count{model_name=\"tiny\"} 1\n"}) {
+    EXPECT_NE(text.find(line), std::string::npos) << line << "\n" << text;
+  }
+}
+
 TEST(McserveMetrics, VllmBucketSets) {
   EXPECT_EQ(TimeToFirstTokenBuckets().size(), 22u);
   EXPECT_EQ(TimeToFirstTokenBuckets().front(), 0.001);
