@@ -56,6 +56,8 @@ ABSL_FLAG(int64_t, max_batch_tokens, 2048, "Tokens per scheduler step (decode + 
 ABSL_FLAG(int, max_waiting, 256, "Queued requests beyond the running ones; more → RESOURCE_EXHAUSTED");
 ABSL_FLAG(int64_t, max_prompt_tokens, 1 << 20, "Longest prompt accepted, in tokens");
 ABSL_FLAG(int, max_tokens_limit, 4096, "The largest max_tokens a request may ask for");
+ABSL_FLAG(int64_t, max_request_bytes, 4 << 20,
+          "Largest gRPC Generate request in bytes (larger → INVALID_ARGUMENT); gRPC drops messages over 4x this");
 ABSL_FLAG(double, checkpoint_device_mib, -1,
           "Memory Caching checkpoints: MiB kept on the device tier (the rest go to the host tier); -1 = unlimited");
 ABSL_FLAG(double, checkpoint_host_mib, -1, "Memory Caching checkpoints: MiB of the host tier; -1 = unlimited");
@@ -77,8 +79,8 @@ namespace engine = mcserve::engine;
 // Flags that may come from MCSERVE_<NAME> environment variables.
 constexpr const char* kEnvFlags[] = {
     "model", "host", "grpc_port", "http_port", "device", "threads", "max_slots", "max_batch_tokens",
-    "max_waiting", "max_prompt_tokens", "max_tokens_limit", "checkpoint_device_mib", "checkpoint_host_mib",
-    "ssc_hot_pages", "prefix_caching", "prefix_block", "api_key", "tls_cert", "tls_key", "tls_client_ca",
+    "max_waiting", "max_prompt_tokens", "max_tokens_limit", "max_request_bytes", "checkpoint_device_mib",
+    "checkpoint_host_mib", "ssc_hot_pages", "prefix_caching", "prefix_block", "api_key", "tls_cert", "tls_key", "tls_client_ca",
     "shutdown_grace_seconds"};
 
 int g_signal_pipe[2] = {-1, -1};
@@ -183,7 +185,15 @@ int Run() {
   runner_options.prefix_block = absl::GetFlag(FLAGS_prefix_block);
   auto runner = engine::RecurrentRunner::Create(model->get(), runner_options);
   if (!runner.ok()) return Fail(runner.status());
+  // Prometheus metrics: latencies observed by the engine, its stats read on every scrape.
+  std::string model_name = std::filesystem::path(dir).lexically_normal().filename().string();
+  if (model_name.empty()) model_name = std::filesystem::path(dir).parent_path().filename();
+  mcserve::server::Registry registry;
+  auto metrics = mcserve::server::McserveMetrics::Create(registry, model_name);
+  if (!metrics.ok()) return Fail(metrics.status());
+  mcserve::server::MetricsLatencyObserver latency_observer(**metrics);
   engine::EngineOptions engine_options;
+  engine_options.latency_observer = &latency_observer;
   engine_options.max_waiting = absl::GetFlag(FLAGS_max_waiting);
   engine_options.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);
   engine_options.max_prompt_tokens = absl::GetFlag(FLAGS_max_prompt_tokens);
@@ -207,6 +217,11 @@ int Run() {
   grpc_options.max_prompt_tokens = engine_options.max_prompt_tokens;
   grpc_options.api_key = absl::GetFlag(FLAGS_api_key);
   grpc_options.version = MCSERVE_VERSION;
+  const int64_t max_request_bytes = absl::GetFlag(FLAGS_max_request_bytes);
+  if (max_request_bytes < 1 || max_request_bytes > (int64_t{1} << 29)) {
+    return Fail(absl::InvalidArgumentError("--max-request-bytes: must be in [1, 512 MiB]"));
+  }
+  grpc_options.max_request_bytes = static_cast<size_t>(max_request_bytes);
   auto start_grpc = LoadGrpcServerModule();
   if (!start_grpc.ok()) return Fail(start_grpc.status());
   auto grpc_server = (*start_grpc)(eng->get(), model->get(), grpc_options);
@@ -217,17 +232,12 @@ int Run() {
   mcserve::server::HttpServerOptions http_options;
   http_options.host = host;
   http_options.port = http_port;
-  http_options.model_name = std::filesystem::path(dir).lexically_normal().filename().string();
-  if (http_options.model_name.empty()) http_options.model_name = std::filesystem::path(dir).parent_path().filename();
+  http_options.model_name = model_name;
   http_options.api_key = grpc_options.api_key;
   http_options.tls_cert = absl::GetFlag(FLAGS_tls_cert);
   http_options.tls_key = absl::GetFlag(FLAGS_tls_key);
   http_options.limits.max_tokens_limit = absl::GetFlag(FLAGS_max_tokens_limit);
   http_options.ready = [&stopping] { return !stopping.load(); };
-  // Prometheus metrics: the engine's stats are read on every scrape.
-  mcserve::server::Registry registry;
-  auto metrics = mcserve::server::McserveMetrics::Create(registry, http_options.model_name);
-  if (!metrics.ok()) return Fail(metrics.status());
   engine::Engine* engine_ptr = eng->get();
   mcserve::server::McserveMetrics* metrics_ptr = metrics->get();
   registry.AddRenderHook([engine_ptr, metrics_ptr] { metrics_ptr->UpdateFromEngineStats(engine_ptr->Stats()); });

@@ -1,12 +1,15 @@
 #include "server/grpc/generation_service.h"
 
 #include <algorithm>
+#include <memory>
 #include <condition_variable>
 #include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "engine/model/mc_config.h"
+#include "engine/model/tokenizer.h"
+#include "server/grpc/request_decoder.h"
 
 namespace mcserve::server {
 namespace {
@@ -39,7 +42,7 @@ v1::FinishReason ToProto(FinishReason reason) {
 }
 
 // A Generate call that fails before it starts: finishes at once with `status`.
-class FailedWriteReactor : public grpc::ServerWriteReactor<v1::GenerateResponse> {
+class FailedWriteReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
   explicit FailedWriteReactor(grpc::Status status) { Finish(std::move(status)); }
   void OnDone() override { delete this; }
@@ -59,42 +62,11 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
 }
 
-bool IsValidUtf8(std::string_view text) {
-  size_t i = 0;
-  const size_t n = text.size();
-  while (i < n) {
-    const unsigned char c = static_cast<unsigned char>(text[i]);
-    int len = 0;
-    uint32_t cp = 0;
-    if (c < 0x80) {
-      ++i;
-      continue;
-    } else if ((c & 0xE0) == 0xC0) {
-      len = 2, cp = c & 0x1F;
-    } else if ((c & 0xF0) == 0xE0) {
-      len = 3, cp = c & 0x0F;
-    } else if ((c & 0xF8) == 0xF0) {
-      len = 4, cp = c & 0x07;
-    } else {
-      return false;
-    }
-    if (i + len > n) return false;
-    for (int k = 1; k < len; ++k) {
-      const unsigned char cc = static_cast<unsigned char>(text[i + k]);
-      if ((cc & 0xC0) != 0x80) return false;
-      cp = (cp << 6) | (cc & 0x3F);
-    }
-    static constexpr uint32_t kMin[5] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < kMin[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
-    i += len;
-  }
-  return true;
-}
 
 // One Generate stream: see the threading note in the header. The pump thread is the only caller of
 // StartWrite / Finish; OnWriteDone / OnCancel only flip flags and wake it; OnDone joins it (it has
 // already called Finish, its last action) and deletes the reactor.
-class GenerationService::GenerateReactor : public grpc::ServerWriteReactor<v1::GenerateResponse> {
+class GenerationService::GenerateReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
   GenerateReactor(GenerationService* service, std::shared_ptr<engine::RequestHandle> handle,
                   std::string request_id, int64_t prompt_tokens, bool want_logprobs, absl::Time start)
@@ -148,7 +120,8 @@ class GenerationService::GenerateReactor : public grpc::ServerWriteReactor<v1::G
       std::lock_guard<std::mutex> lock(mu_);
       writing_ = true;
     }
-    StartWrite(&response_);
+    EncodeResponse(response_, &buffer_);
+    StartWrite(&buffer_);
   }
 
   // Adds one non-final or final event to response_.
@@ -217,7 +190,8 @@ class GenerationService::GenerateReactor : public grpc::ServerWriteReactor<v1::G
             std::lock_guard<std::mutex> lock(mu_);
             writing_ = true;
           }
-          StartWriteAndFinish(&response_, grpc::WriteOptions(), grpc::Status::OK);
+          EncodeResponse(response_, &buffer_);
+          StartWriteAndFinish(&buffer_, grpc::WriteOptions(), grpc::Status::OK);
           return;
         }
         if (n >= kMaxEventsPerResponse) break;
@@ -237,7 +211,8 @@ class GenerationService::GenerateReactor : public grpc::ServerWriteReactor<v1::G
   absl::Time first_token_;
   int64_t generated_ = 0;
   int64_t cached_prompt_tokens_ = -1;
-  v1::GenerateResponse response_;  // the one write in flight
+  v1::GenerateResponse response_;  // being built
+  grpc::ByteBuffer buffer_;        // response_ serialized: the one write in flight
   std::mutex mu_;
   std::condition_variable cv_;
   bool writing_ = false;
@@ -276,7 +251,7 @@ absl::StatusOr<engine::RequestSpec> GenerationService::BuildSpec(const v1::Gener
     case v1::GenerateRequest::kText: {
       const std::string& text = request.text();
       if (text.empty()) return absl::InvalidArgumentError("text: the prompt is empty");
-      if (!IsValidUtf8(text)) return absl::InvalidArgumentError("text: the prompt is not valid UTF-8");
+      if (!engine::IsValidUtf8(text)) return absl::InvalidArgumentError("text: the prompt is not valid UTF-8");
       auto ids = tokenizer.Encode(text, /*add_bos=*/true);
       if (!ids.ok()) return absl::InvalidArgumentError(absl::StrCat("text: ", ids.status().message()));
       spec.prompt = std::move(*ids);
@@ -357,12 +332,16 @@ void GenerationService::FillCheckpointStats(const engine::RunnerStats& stats, v1
   out->set_evictions(stats.evictions);
 }
 
-grpc::ServerWriteReactor<v1::GenerateResponse>* GenerationService::Generate(grpc::CallbackServerContext* context,
-                                                                            const v1::GenerateRequest* request) {
+grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::Generate(grpc::CallbackServerContext* context,
+                                                                        const grpc::ByteBuffer* raw_request) {
   const absl::Time start = absl::Now();
   if (grpc::Status auth = Authenticate(context); !auth.ok()) return new FailedWriteReactor(auth);
   if (!admitting_) {
     return new FailedWriteReactor(grpc::Status(grpc::StatusCode::UNAVAILABLE, "the server is shutting down"));
+  }
+  auto request = std::make_unique<v1::GenerateRequest>();
+  if (absl::Status s = DecodeRequest(*raw_request, options_.max_request_bytes, request.get()); !s.ok()) {
+    return new FailedWriteReactor(ToGrpcStatus(s));
   }
   absl::StatusOr<engine::RequestSpec> spec = BuildSpec(*request);
   if (!spec.ok()) return new FailedWriteReactor(ToGrpcStatus(spec.status()));
@@ -401,7 +380,7 @@ grpc::ServerUnaryReactor* GenerationService::Tokenize(grpc::CallbackServerContex
                                                       const v1::TokenizeRequest* request,
                                                       v1::TokenizeResponse* response) {
   if (grpc::Status auth = Authenticate(context); !auth.ok()) return FinishUnary(context, auth);
-  if (!IsValidUtf8(request->text())) {
+  if (!engine::IsValidUtf8(request->text())) {
     return FinishUnary(context, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "text: not valid UTF-8"));
   }
   auto ids = model_->tokenizer().Encode(request->text(), request->add_bos());

@@ -33,14 +33,16 @@ struct GenerationServiceOptions {
   int64_t max_prompt_tokens = 1 << 20;  // --max-prompt-tokens (reported; the engine enforces it)
   std::string api_key;             // --api-key: "" = no authentication
   std::string version;             // reported by GetServerInfo
+  size_t max_request_bytes = 4 << 20;  // --max-request-bytes: larger Generate requests → INVALID_ARGUMENT
 };
 
 // absl → gRPC status (the codes share their numbering).
 grpc::Status ToGrpcStatus(const absl::Status& status);
-// Whether `text` is well-formed UTF-8 (no overlong forms, surrogates or code points > U+10FFFF).
-bool IsValidUtf8(std::string_view text);
 
-class GenerationService final : public mcserve::v1::Generation::CallbackService {
+// Generate is registered raw (grpc::ByteBuffer) and decoded by DecodeRequest, so that an oversized
+// message or a prompt that is not UTF-8 gets INVALID_ARGUMENT naming the field.
+class GenerationService final
+    : public mcserve::v1::Generation::WithRawCallbackMethod_Generate<mcserve::v1::Generation::CallbackService> {
  public:
   // `engine` and `model` must outlive the service (and the grpc::Server it is registered with).
   GenerationService(engine::Engine* engine, const engine::Model* model, GenerationServiceOptions options);
@@ -51,8 +53,8 @@ class GenerationService final : public mcserve::v1::Generation::CallbackService 
   // Generate streams in flight. Any thread.
   int active_streams() const { return active_streams_.load(); }
 
-  grpc::ServerWriteReactor<v1::GenerateResponse>* Generate(grpc::CallbackServerContext* context,
-                                                           const v1::GenerateRequest* request) override;
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* Generate(grpc::CallbackServerContext* context,
+                                                       const grpc::ByteBuffer* raw_request) override;
   grpc::ServerUnaryReactor* Abort(grpc::CallbackServerContext* context, const v1::AbortRequest* request,
                                   v1::AbortResponse* response) override;
   grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* context, const v1::TokenizeRequest* request,

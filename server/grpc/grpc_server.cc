@@ -1,6 +1,8 @@
 #include "server/grpc/grpc_server.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
@@ -43,6 +45,8 @@ class GrpcServerImpl : public GrpcServer {
                                     : absl::StrCat(options.host, ":", options.port);
     builder.AddListeningPort(address, credentials, &port_);
     builder.RegisterService(&service_);
+    const size_t transport_limit = options.max_request_bytes * GrpcServerOptions::kTransportLimitFactor;
+    builder.SetMaxReceiveMessageSize(static_cast<int>(std::min<size_t>(transport_limit, INT32_MAX)));
     server_ = builder.BuildAndStart();
     if (server_ == nullptr || port_ == 0) return absl::UnavailableError(absl::StrCat("cannot listen on ", address));
     return absl::OkStatus();
@@ -84,6 +88,7 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> StartGrpcServer(engine::Engine* engi
   service_options.max_prompt_tokens = options.max_prompt_tokens;
   service_options.api_key = options.api_key;
   service_options.version = options.version;
+  service_options.max_request_bytes = options.max_request_bytes;
   auto server = std::make_unique<GrpcServerImpl>(engine, model, service_options);
   if (absl::Status s = server->Start(options); !s.ok()) return s;
   return server;

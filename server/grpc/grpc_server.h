@@ -30,6 +30,10 @@ struct GrpcServerOptions {
   int64_t max_prompt_tokens = 1 << 20;
   std::string api_key;
   std::string version;
+  // Requests larger than this get INVALID_ARGUMENT naming the limit; gRPC itself drops anything over
+  // kTransportLimitFactor times it (RESOURCE_EXHAUSTED) without reading it all.
+  size_t max_request_bytes = 4 << 20;
+  static constexpr size_t kTransportLimitFactor = 4;
 };
 
 // A running server. Any thread.

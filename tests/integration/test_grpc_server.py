@@ -1,5 +1,5 @@
 """mcserve (the gRPC server) end to end on a fixture model: the first line, greedy output equal to
-mcserve-run's, concurrency, Abort, client cancellation freeing the slot, bad requests →
+mcserve-run's, 64 concurrent streams, Abort, client cancellation freeing the slot, bad requests →
 INVALID_ARGUMENT naming the field, the API key, health, and SIGTERM → exit 0.
 
 Run by CTest (`mcserve_grpc_integration`), which sets $MCSERVE_SERVER, $MCSERVE_RUN and
@@ -109,18 +109,20 @@ def test_greedy_stream_equals_mcserve_run(pb, stub):
     assert text == run.stdout.decode("utf-8")[:-1]  # mcserve-run ends with a newline
 
 
-def test_sixteen_concurrent_streams(pb, stub):
-    results = [None] * 16
+def test_sixty_four_concurrent_streams(pb, stub):
+    # 64 streams on 16 state slots: 48 of them wait in the queue first.
+    n = 64
+    results = [None] * n
 
     def one(i):
         results[i] = generate(pb, stub, max_tokens=20, temperature=0.8,
                               **{"request_id": f"concurrent-{i}"})
 
-    threads = [threading.Thread(target=one, args=(i,)) for i in range(16)]
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
     for t in threads:
         t.start()
     for t in threads:
-        t.join(timeout=60)
+        t.join(timeout=120)
     for i, responses in enumerate(results):
         assert responses is not None, i
         assert responses[0].request_id == f"concurrent-{i}"
@@ -193,14 +195,31 @@ def test_malformed_requests(pb, server, stub):
     expect_invalid(pb, stub, "max_tokens", text="a", stop=P(max_tokens=0))
     expect_invalid(pb, stub, "logprobs", text="a", logprobs=21)
     expect_invalid(pb, stub, "stop_strings[0]", text="a", stop=P(stop=[""]))
-    # Invalid UTF-8 cannot be put into a proto3 string by the client; sent raw, the server's
-    # protobuf refuses to parse it. Either way it is an error, and the server stays up.
+    # What protobuf itself would refuse, sent raw: invalid UTF-8 in a string field (the prompt, a stop
+    # string), bytes that are no GenerateRequest, and a message over --max-request-bytes (4 MiB).
     raw = server.channel.unary_stream("/mcserve.v1.Generation/Generate",
                                       request_serializer=lambda b: b, response_deserializer=lambda b: b)
-    with pytest.raises(grpc.RpcError):
-        list(raw(b"\x12\x02\xff\xfe", timeout=10))
+    for field, request in (("text", b"\x12\x02\xff\xfe"),
+                           ("stop.stop", b"\x12\x01a" + b"\x2a\x04\x22\x02\xff\xfe"),
+                           ("malformed protobuf", b"\x12\x05ab"),
+                           ("--max-request-bytes", pb[0].GenerateRequest(text="a" * (5 << 20)).SerializeToString())):
+        with pytest.raises(grpc.RpcError) as e:
+            list(raw(request, timeout=30))
+        assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT, (field, e.value.code(), e.value.details())
+        assert field in e.value.details(), (field, e.value.details())
     assert server.health() == b"\x08\x01"
     assert generate(pb, stub, max_tokens=4)[-1].complete.generated_tokens >= 1
+
+
+def test_reflection_serves_what_grpcurl_asks(server):
+    # grpcurl's `list` and `describe`: ServerReflectionInfo with list_services (field 7) and
+    # file_containing_symbol (field 4), written raw (Debian has no reflection client module).
+    info = server.channel.stream_stream("/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+                                        request_serializer=lambda b: b, response_deserializer=lambda b: b)
+    symbol = b"mcserve.v1.Generation"
+    listed, described = list(info(iter([b"\x3a\x00", b"\x22" + bytes([len(symbol)]) + symbol]), timeout=10))
+    assert b"mcserve.v1.Generation" in listed and b"grpc.health.v1.Health" in listed, listed
+    assert b"GenerateRequest" in described and b"generation.proto" in described, described[:200]
 
 
 def test_tokenize(pb, stub):
@@ -273,7 +292,7 @@ def test_help_documents_every_flag():
     out = subprocess.run([SERVER, "--help"], capture_output=True, timeout=30)
     text = (out.stdout + out.stderr).decode()
     for flag in ("model", "host", "grpc_port", "http_port", "device", "max_slots", "max_batch_tokens", "max_waiting",
-                 "max_prompt_tokens", "max_tokens_limit", "checkpoint_device_mib", "checkpoint_host_mib",
+                 "max_prompt_tokens", "max_tokens_limit", "max_request_bytes", "checkpoint_device_mib", "checkpoint_host_mib",
                  "ssc_hot_pages", "prefix_caching", "prefix_block", "api_key", "tls_cert", "tls_key", "tls_client_ca",
                  "shutdown_grace_seconds"):
         assert f"--{flag} (" in text, flag
