@@ -156,114 +156,139 @@ std::string HostPort(const std::string& host, int port) {
   return absl::StrContains(host, ':') ? absl::StrCat("[", host, "]:", port) : absl::StrCat(host, ":", port);
 }
 
-int Run() {
-  std::string dir = absl::GetFlag(FLAGS_model);
-  if (dir.empty()) dir = MCSERVE_DEFAULT_MODEL;
+// The flags that Run checks before loading anything.
+absl::Status CheckServingFlags() {
   const int grpc_port = absl::GetFlag(FLAGS_grpc_port), http_port = absl::GetFlag(FLAGS_http_port);
-  if (grpc_port < 0 || grpc_port > 65535) return Fail(absl::InvalidArgumentError("--grpc-port: not in [0, 65535]"));
-  if (http_port < 0 || http_port > 65535) return Fail(absl::InvalidArgumentError("--http-port: not in [0, 65535]"));
-  if (absl::GetFlag(FLAGS_max_tokens_limit) < 1) return Fail(absl::InvalidArgumentError("--max-tokens-limit: must be ≥ 1"));
-  if (!(absl::GetFlag(FLAGS_shutdown_grace_seconds) >= 0)) {
-    return Fail(absl::InvalidArgumentError("--shutdown-grace-seconds: must be ≥ 0"));
-  }
-  auto device = ChosenDevice();
-  if (!device.ok()) return Fail(device.status());
-
-  auto model = engine::Model::Load(dir, {.device = *device, .num_threads = absl::GetFlag(FLAGS_threads)});
-  if (!model.ok()) return Fail(model.status());
-  engine::RecurrentRunnerOptions runner_options;
-  runner_options.num_slots = absl::GetFlag(FLAGS_max_slots);
-  auto device_bytes = MibToBytes("checkpoint-device-mib", absl::GetFlag(FLAGS_checkpoint_device_mib));
-  if (!device_bytes.ok()) return Fail(device_bytes.status());
-  auto host_bytes = MibToBytes("checkpoint-host-mib", absl::GetFlag(FLAGS_checkpoint_host_mib));
-  if (!host_bytes.ok()) return Fail(host_bytes.status());
-  runner_options.checkpoints.device_bytes = *device_bytes;
-  runner_options.checkpoints.host_bytes = *host_bytes;
-  runner_options.checkpoints.hot_pages = absl::GetFlag(FLAGS_ssc_hot_pages);
-  if (runner_options.checkpoints.hot_pages < 0) return Fail(absl::InvalidArgumentError("--ssc-hot-pages: negative"));
-  runner_options.prefix_caching = absl::GetFlag(FLAGS_prefix_caching);
-  runner_options.prefix_block = absl::GetFlag(FLAGS_prefix_block);
-  auto runner = engine::RecurrentRunner::Create(model->get(), runner_options);
-  if (!runner.ok()) return Fail(runner.status());
-  // Prometheus metrics: latencies observed by the engine, its stats read on every scrape.
-  std::string model_name = std::filesystem::path(dir).lexically_normal().filename().string();
-  if (model_name.empty()) model_name = std::filesystem::path(dir).parent_path().filename();
-  mcserve::server::Registry registry;
-  auto metrics = mcserve::server::McserveMetrics::Create(registry, model_name);
-  if (!metrics.ok()) return Fail(metrics.status());
-  mcserve::server::MetricsLatencyObserver latency_observer(**metrics);
-  engine::EngineOptions engine_options;
-  engine_options.latency_observer = &latency_observer;
-  engine_options.max_waiting = absl::GetFlag(FLAGS_max_waiting);
-  engine_options.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);
-  engine_options.max_prompt_tokens = absl::GetFlag(FLAGS_max_prompt_tokens);
-  auto eng = engine::Engine::Create(*std::move(runner), &(*model)->tokenizer(), engine_options);
-  if (!eng.ok()) return Fail(eng.status());
-
-  mcserve::server::GrpcServerOptions grpc_options;
-  grpc_options.host = absl::GetFlag(FLAGS_host);
-  grpc_options.port = grpc_port;
-  for (auto [flag, path, pem] : {std::tuple{"tls-cert", absl::GetFlag(FLAGS_tls_cert), &grpc_options.tls_cert_pem},
-                                 std::tuple{"tls-key", absl::GetFlag(FLAGS_tls_key), &grpc_options.tls_key_pem},
-                                 std::tuple{"tls-client-ca", absl::GetFlag(FLAGS_tls_client_ca),
-                                            &grpc_options.tls_client_ca_pem}}) {
-    if (path.empty()) continue;
-    auto text = ReadFile(flag, path);
-    if (!text.ok()) return Fail(text.status());
-    *pem = *std::move(text);
-  }
-  grpc_options.model_path = dir;
-  grpc_options.max_tokens_limit = static_cast<uint32_t>(absl::GetFlag(FLAGS_max_tokens_limit));
-  grpc_options.max_prompt_tokens = engine_options.max_prompt_tokens;
-  grpc_options.api_key = absl::GetFlag(FLAGS_api_key);
-  grpc_options.version = MCSERVE_VERSION;
+  if (grpc_port < 0 || grpc_port > 65535) return absl::InvalidArgumentError("--grpc-port: not in [0, 65535]");
+  if (http_port < 0 || http_port > 65535) return absl::InvalidArgumentError("--http-port: not in [0, 65535]");
+  if (absl::GetFlag(FLAGS_max_tokens_limit) < 1) return absl::InvalidArgumentError("--max-tokens-limit: must be ≥ 1");
   const int64_t max_request_bytes = absl::GetFlag(FLAGS_max_request_bytes);
   if (max_request_bytes < 1 || max_request_bytes > (int64_t{1} << 29)) {
-    return Fail(absl::InvalidArgumentError("--max-request-bytes: must be in [1, 512 MiB]"));
+    return absl::InvalidArgumentError("--max-request-bytes: must be in [1, 512 MiB]");
   }
-  grpc_options.max_request_bytes = static_cast<size_t>(max_request_bytes);
-  auto start_grpc = LoadGrpcServerModule();
-  if (!start_grpc.ok()) return Fail(start_grpc.status());
-  auto grpc_server = (*start_grpc)(eng->get(), model->get(), grpc_options);
-  if (!grpc_server.ok()) return Fail(grpc_server.status());
-  const std::string host = grpc_options.host;
-  const int chosen_grpc_port = (*grpc_server)->port();
-  std::atomic<bool> stopping{false};
-  mcserve::server::HttpServerOptions http_options;
-  http_options.host = host;
-  http_options.port = http_port;
-  http_options.model_name = model_name;
-  http_options.api_key = grpc_options.api_key;
-  http_options.tls_cert = absl::GetFlag(FLAGS_tls_cert);
-  http_options.tls_key = absl::GetFlag(FLAGS_tls_key);
-  http_options.limits.max_tokens_limit = absl::GetFlag(FLAGS_max_tokens_limit);
-  http_options.ready = [&stopping] { return !stopping.load(); };
-  engine::Engine* engine_ptr = eng->get();
-  mcserve::server::McserveMetrics* metrics_ptr = metrics->get();
-  registry.AddRenderHook([engine_ptr, metrics_ptr] { metrics_ptr->UpdateFromEngineStats(engine_ptr->Stats()); });
-  http_options.metrics = [&registry] { return registry.Render(); };
-  auto http_server = mcserve::server::HttpServer::Start(eng->get(), &(*model)->tokenizer(), http_options);
-  if (!http_server.ok()) return Fail(http_server.status());
-  const int chosen_http_port = (*http_server)->port();
-  std::printf("mcserve listening grpc=%s http=%s\n", HostPort(host, chosen_grpc_port).c_str(),
-              HostPort(host, chosen_http_port).c_str());
-  std::fflush(stdout);
-  std::fprintf(stderr, "mcserve: serving %s on %d state slots\n", dir.c_str(), (*eng)->EffectiveConcurrency());
+  if (!(absl::GetFlag(FLAGS_shutdown_grace_seconds) >= 0)) {
+    return absl::InvalidArgumentError("--shutdown-grace-seconds: must be ≥ 0");
+  }
+  return absl::OkStatus();
+}
 
+// State slots, checkpoint tiers and prefix caching from the flags.
+absl::StatusOr<engine::RecurrentRunnerOptions> RunnerOptionsFromFlags() {
+  engine::RecurrentRunnerOptions options;
+  options.num_slots = absl::GetFlag(FLAGS_max_slots);
+  MCSERVE_ASSIGN_OR_RETURN(options.checkpoints.device_bytes,
+                           MibToBytes("checkpoint-device-mib", absl::GetFlag(FLAGS_checkpoint_device_mib)));
+  MCSERVE_ASSIGN_OR_RETURN(options.checkpoints.host_bytes,
+                           MibToBytes("checkpoint-host-mib", absl::GetFlag(FLAGS_checkpoint_host_mib)));
+  options.checkpoints.hot_pages = absl::GetFlag(FLAGS_ssc_hot_pages);
+  if (options.checkpoints.hot_pages < 0) return absl::InvalidArgumentError("--ssc-hot-pages: negative");
+  options.prefix_caching = absl::GetFlag(FLAGS_prefix_caching);
+  options.prefix_block = absl::GetFlag(FLAGS_prefix_block);
+  return options;
+}
+
+// The served model's name (/v1/models, the metrics' model_name): the model directory's name.
+std::string ModelName(const std::string& dir) {
+  std::string name = std::filesystem::path(dir).lexically_normal().filename().string();
+  if (name.empty()) name = std::filesystem::path(dir).parent_path().filename();
+  return name;
+}
+
+// The gRPC front end's options from the flags (TLS files read here).
+absl::StatusOr<mcserve::server::GrpcServerOptions> GrpcOptionsFromFlags(const std::string& dir) {
+  mcserve::server::GrpcServerOptions options;
+  options.host = absl::GetFlag(FLAGS_host);
+  options.port = absl::GetFlag(FLAGS_grpc_port);
+  for (auto [flag, path, pem] : {std::tuple{"tls-cert", absl::GetFlag(FLAGS_tls_cert), &options.tls_cert_pem},
+                                 std::tuple{"tls-key", absl::GetFlag(FLAGS_tls_key), &options.tls_key_pem},
+                                 std::tuple{"tls-client-ca", absl::GetFlag(FLAGS_tls_client_ca),
+                                            &options.tls_client_ca_pem}}) {
+    if (path.empty()) continue;
+    MCSERVE_ASSIGN_OR_RETURN(*pem, ReadFile(flag, path));
+  }
+  options.model_path = dir;
+  options.max_tokens_limit = static_cast<uint32_t>(absl::GetFlag(FLAGS_max_tokens_limit));
+  options.max_prompt_tokens = absl::GetFlag(FLAGS_max_prompt_tokens);
+  options.api_key = absl::GetFlag(FLAGS_api_key);
+  options.version = MCSERVE_VERSION;
+  options.max_request_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_max_request_bytes));
+  return options;
+}
+
+// The HTTP front end's options from the flags; /metrics renders `registry`, /ready follows `stopping`.
+mcserve::server::HttpServerOptions HttpOptionsFromFlags(const std::string& model_name,
+                                                        mcserve::server::Registry* registry,
+                                                        const std::atomic<bool>* stopping) {
+  mcserve::server::HttpServerOptions options;
+  options.host = absl::GetFlag(FLAGS_host);
+  options.port = absl::GetFlag(FLAGS_http_port);
+  options.model_name = model_name;
+  options.api_key = absl::GetFlag(FLAGS_api_key);
+  options.tls_cert = absl::GetFlag(FLAGS_tls_cert);
+  options.tls_key = absl::GetFlag(FLAGS_tls_key);
+  options.limits.max_tokens_limit = absl::GetFlag(FLAGS_max_tokens_limit);
+  options.ready = [stopping] { return !stopping->load(); };
+  options.metrics = [registry] { return registry->Render(); };
+  return options;
+}
+
+// Blocks until SIGTERM / SIGINT, then stops gracefully: health NOT_SERVING and /ready 503 first,
+// running streams get --shutdown-grace-seconds, the rest are cancelled.
+void ServeUntilSignal(mcserve::server::GrpcServer& grpc_server, mcserve::server::HttpServer& http_server,
+                      engine::Engine& eng, std::atomic<bool>& stopping) {
   unsigned char sig = 0;
   while (read(g_signal_pipe[0], &sig, 1) != 1) {
   }
   std::fprintf(stderr, "mcserve: %s: shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
-  (*grpc_server)->StopAdmitting();  // health NOT_SERVING, new requests UNAVAILABLE
-  stopping = true;                  // HTTP /ready turns 503
+  grpc_server.StopAdmitting();  // health NOT_SERVING, new requests UNAVAILABLE
+  stopping = true;              // HTTP /ready turns 503
   const absl::Time grace_end = absl::Now() + absl::Seconds(absl::GetFlag(FLAGS_shutdown_grace_seconds));
-  while ((*grpc_server)->active_streams() > 0 && absl::Now() < grace_end) absl::SleepFor(absl::Milliseconds(20));
-  (*eng)->Shutdown();  // cancels what is left: every stream gets its final (cancelled) response
-  (*grpc_server)->Shutdown(absl::Seconds(5));
-  (*http_server)->Stop();
-  grpc_server->reset();
+  while (grpc_server.active_streams() > 0 && absl::Now() < grace_end) absl::SleepFor(absl::Milliseconds(20));
+  eng.Shutdown();  // cancels what is left: every stream gets its final (cancelled) response
+  grpc_server.Shutdown(absl::Seconds(5));
+  http_server.Stop();
+}
+
+absl::Status Run() {
+  MCSERVE_RETURN_IF_ERROR(CheckServingFlags());
+  std::string dir = absl::GetFlag(FLAGS_model);
+  if (dir.empty()) dir = MCSERVE_DEFAULT_MODEL;
+  MCSERVE_ASSIGN_OR_RETURN(mcserve::kernels::Device device, ChosenDevice());
+  MCSERVE_ASSIGN_OR_RETURN(auto model,
+                           engine::Model::Load(dir, {.device = device, .num_threads = absl::GetFlag(FLAGS_threads)}));
+  MCSERVE_ASSIGN_OR_RETURN(engine::RecurrentRunnerOptions runner_options, RunnerOptionsFromFlags());
+  MCSERVE_ASSIGN_OR_RETURN(auto runner, engine::RecurrentRunner::Create(model.get(), runner_options));
+
+  // Prometheus metrics: latencies observed by the engine, its stats read on every scrape.
+  const std::string model_name = ModelName(dir);
+  mcserve::server::Registry registry;
+  MCSERVE_ASSIGN_OR_RETURN(auto metrics, mcserve::server::McserveMetrics::Create(registry, model_name));
+  mcserve::server::MetricsLatencyObserver latency_observer(*metrics);
+
+  engine::EngineOptions engine_options;
+  engine_options.max_waiting = absl::GetFlag(FLAGS_max_waiting);
+  engine_options.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);
+  engine_options.max_prompt_tokens = absl::GetFlag(FLAGS_max_prompt_tokens);
+  engine_options.latency_observer = &latency_observer;
+  MCSERVE_ASSIGN_OR_RETURN(auto eng, engine::Engine::Create(std::move(runner), &model->tokenizer(), engine_options));
+  registry.AddRenderHook([e = eng.get(), m = metrics.get()] { m->UpdateFromEngineStats(e->Stats()); });
+
+  MCSERVE_ASSIGN_OR_RETURN(mcserve::server::GrpcServerOptions grpc_options, GrpcOptionsFromFlags(dir));
+  MCSERVE_ASSIGN_OR_RETURN(mcserve::server::StartGrpcServerFn start_grpc, LoadGrpcServerModule());
+  MCSERVE_ASSIGN_OR_RETURN(auto grpc_server, start_grpc(eng.get(), model.get(), grpc_options));
+  std::atomic<bool> stopping{false};
+  MCSERVE_ASSIGN_OR_RETURN(auto http_server,
+                           mcserve::server::HttpServer::Start(eng.get(), &model->tokenizer(),
+                                                              HttpOptionsFromFlags(model_name, &registry, &stopping)));
+  std::printf("mcserve listening grpc=%s http=%s\n", HostPort(grpc_options.host, grpc_server->port()).c_str(),
+              HostPort(grpc_options.host, http_server->port()).c_str());
+  std::fflush(stdout);
+  std::fprintf(stderr, "mcserve: serving %s on %d state slots\n", dir.c_str(), eng->EffectiveConcurrency());
+
+  ServeUntilSignal(*grpc_server, *http_server, *eng, stopping);
+  grpc_server.reset();
   std::fprintf(stderr, "mcserve: stopped\n");
-  return 0;
+  return absl::OkStatus();
 }
 
 // Dashed spellings (--grpc-port) become absl's (--grpc_port); --no-x / --no_x become --nox.
@@ -319,5 +344,6 @@ int main(int argc, char** argv) {
       "wins. Port 0 picks a free port; the first line of stdout is "
       "`mcserve listening grpc=HOST:PORT http=HOST:PORT`.");
   absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
-  return Run();
+  const absl::Status status = Run();
+  return status.ok() ? 0 : Fail(status);
 }
