@@ -16,7 +16,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
 FIXTURE = ROOT / "tests" / "data" / "models" / "gated_deltanet"
-LIMIT = 20000  # --max-tokens-limit: long requests run for seconds unless aborted
+LIMIT = 200000  # --max-tokens-limit: long requests run for many seconds unless aborted
 PROMPT = "The cat watched"
 _LINE = re.compile(r"^mcserve listening grpc=(\S+):(\d+) http=(\S+):(\d+)$")
 
