@@ -13,7 +13,9 @@ packages=(
   # promtool (`promtool check metrics` in tests/unit/server/metrics_promtool_test.cc) and a real Prometheus
   prometheus
   # Python side: reference implementation, fixtures and tests (/usr/bin/python3)
-  python3 python3-torch python3-numpy python3-pytest python3-sentencepiece python3-grpcio
+  python3 python3-torch python3-numpy python3-pytest python3-sentencepiece python3-grpcio python3-protobuf
+  # the integration tests' tools (TLS certificates, HTTP requests)
+  openssl curl
 )
 
 missing=()

@@ -373,7 +373,11 @@ grpc::ServerUnaryReactor* GenerationService::Abort(grpc::CallbackServerContext* 
     }
     id = it->second;
   }
-  return FinishUnary(context, ToGrpcStatus(engine_->Abort(id)));
+  absl::Status aborted = engine_->Abort(id);
+  if (absl::IsNotFound(aborted)) {  // it finished between the lookup and the abort
+    aborted = absl::NotFoundError(absl::StrCat("request_id: request \"", request->request_id(), "\" already finished"));
+  }
+  return FinishUnary(context, ToGrpcStatus(aborted));
 }
 
 grpc::ServerUnaryReactor* GenerationService::Tokenize(grpc::CallbackServerContext* context,
