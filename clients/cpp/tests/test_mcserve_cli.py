@@ -288,6 +288,7 @@ if SERVE_LOAD:
         assert r["total_input_tokens"] == 32 and r["total_output_tokens"] == 20
         assert r["duration"] > 0 and r["output_throughput"] > 0 and r["request_throughput"] > 0
         for metric in ("ttft", "tpot", "itl", "e2el"):
-            assert 0 < r[f"median_{metric}_ms"] <= r[f"p99_{metric}_ms"], (metric, r)
-            assert r[f"mean_{metric}_ms"] > 0, (metric, r)
-        assert r["mean_ttft_ms"] < r["mean_e2el_ms"]
+            # ITL may be 0: tokens that arrive in one message (the server coalesces) are 0 apart.
+            assert (0 <= r[f"median_{metric}_ms"] <= r[f"p99_{metric}_ms"]) and r[f"mean_{metric}_ms"] >= 0, (metric, r)
+            assert metric == "itl" or r[f"median_{metric}_ms"] > 0, (metric, r)
+        assert r["mean_ttft_ms"] < r["mean_e2el_ms"] and r["errors"] == []
