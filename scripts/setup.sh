@@ -16,6 +16,8 @@ packages=(
   python3 python3-torch python3-numpy python3-pytest python3-sentencepiece python3-grpcio python3-protobuf
   # the integration tests' tools (TLS certificates, HTTP requests)
   openssl curl
+  # the King James Bible text the default model is trained on (tools/train, `bible -l0`)
+  bible-kjv
 )
 
 missing=()
