@@ -1,0 +1,51 @@
+"""Passkey training examples (issue 7 item 4), mixed into training windows on request.
+
+An example is, as text:
+    The pass key is 68213. Remember it. <filler> What is the pass key? The pass key is 68213.
+with a random 5-digit key and filler taken from the training stream. It is assembled from token
+ids: encode(intro) + filler tokens + encode(question): the filler starts at a word-initial piece
+(one beginning with "▁"), so the ids equal encoding the joined text up to where the filler is cut.
+The example's total length is uniform in [shortest possible, context]; the window is then filled
+up to `context` tokens with training text that follows another random word start, so every
+window keeps the training context length and the answer sits at any depth up to it.
+"""
+
+import torch
+
+INTRO = "The pass key is {key}. Remember it."
+QUESTION = "What is the pass key? The pass key is {key}."
+
+
+class PasskeyMaker:
+    """Builds passkey windows from a training stream; deterministic given the generator.
+    One instance per training run; not thread-safe."""
+
+    def __init__(self, sp, stream, context):
+        self.sp = sp
+        self.stream = stream
+        self.context = context
+        word_start = torch.tensor([sp.id_to_piece(i).startswith("\u2581") for i in range(sp.get_piece_size())])
+        self.word_starts = torch.nonzero(word_start[stream]).flatten()
+        fixed = len(self._ids(INTRO, 10000)) + len(self._ids(QUESTION, 10000))
+        if fixed + 1 > context:
+            raise ValueError("context %d too short for a passkey example (needs > %d tokens)" % (context, fixed))
+
+    def _ids(self, template, key):
+        return list(self.sp.encode(template.format(key=key)))
+
+    def _text_from(self, n, generator):
+        """n stream tokens following a random word start."""
+        usable = self.word_starts[self.word_starts <= self.stream.numel() - n]
+        s = int(usable[torch.randint(0, usable.numel(), (1,), generator=generator)])
+        return self.stream[s:s + n].tolist()
+
+    def window(self, generator):
+        """One window of `context` ids: a passkey example then ordinary text. Returns (ids, key)."""
+        key = int(torch.randint(10000, 100000, (1,), generator=generator))
+        intro, question = self._ids(INTRO, key), self._ids(QUESTION, key)
+        shortest = len(intro) + len(question) + 1
+        length = int(torch.randint(shortest, self.context + 1, (1,), generator=generator))
+        filler = self._text_from(length - len(intro) - len(question), generator)
+        ids = intro + filler + question
+        ids += self._text_from(self.context - len(ids), generator) if len(ids) < self.context else []
+        return ids, key
