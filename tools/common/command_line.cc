@@ -1,0 +1,39 @@
+#include "tools/common/command_line.h"
+
+#include <algorithm>
+
+#include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
+
+namespace mcserve::tools {
+
+std::vector<char*> NormalizeFlagNames(int argc, char** argv, std::vector<std::string>* storage) {
+  storage->clear();
+  storage->reserve(argc);
+  std::vector<char*> out;
+  for (int i = 0; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (i > 0 && arg.rfind("--", 0) == 0) {
+      const size_t end = std::min(arg.find('='), arg.size());
+      for (size_t j = 2; j < end; ++j) {
+        if (arg[j] == '-') arg[j] = '_';
+      }
+    }
+    storage->push_back(std::move(arg));
+  }
+  for (std::string& arg : *storage) out.push_back(arg.data());
+  return out;
+}
+
+void SetToolUsage(const std::string& tool_dir, const std::string& usage_message) {
+  // absl would otherwise list only flags from a file named like the binary.
+  absl::FlagsUsageConfig usage;
+  usage.contains_help_flags = [tool_dir](absl::string_view file) {
+    return absl::StrContains(file, tool_dir) || absl::StrContains(file, "tools/common/");
+  };
+  absl::SetFlagsUsageConfig(usage);
+  absl::SetProgramUsageMessage(usage_message);
+}
+
+}  // namespace mcserve::tools
