@@ -33,6 +33,10 @@ ABSL_FLAG(int64_t, length, 1024, "passkey: prompt length in tokens, BOS included
 ABSL_FLAG(double, depth, 0.5, "passkey: where the key goes in the filler, 0 (start) to 1 (end)");
 ABSL_FLAG(int, trials, 10, "passkey: prompts (each with its own key and filler offset)");
 ABSL_FLAG(uint64_t, seed, 1, "passkey: seed of the keys and filler offsets");
+ABSL_FLAG(std::string, template, "standard",
+          "passkey: prompt wording, standard (\"There is a pass key hidden in this text. ... The pass key is K. "
+          "Remember it. K is the pass key. ...\") or trained (tools/train's passkey examples: \"... The pass key is "
+          "K. Remember it. ...\"); both end \"What is the pass key? The pass key is\"");
 ABSL_FLAG(int, answer_tokens, 8, "passkey: tokens greedily generated per prompt");
 ABSL_FLAG(int64_t, chunk, 256, "Tokens per forward step (bounds memory: one chunk's logits)");
 ABSL_FLAG(std::string, json, "", "Also write every number and the settings as JSON to this file; - = stdout "
@@ -134,13 +138,16 @@ absl::Status RunPerplexity() {
 }
 
 absl::Status RunPasskey() {
-  const tools::PasskeyOptions options{.length = absl::GetFlag(FLAGS_length), .depth = absl::GetFlag(FLAGS_depth),
+  tools::PasskeyOptions options{.length = absl::GetFlag(FLAGS_length), .depth = absl::GetFlag(FLAGS_depth),
                                       .trials = absl::GetFlag(FLAGS_trials), .seed = absl::GetFlag(FLAGS_seed),
                                       .answer_tokens = absl::GetFlag(FLAGS_answer_tokens),
                                       .chunk = static_cast<int>(absl::GetFlag(FLAGS_chunk))};
   if (!(options.depth >= 0 && options.depth <= 1)) {
     return absl::InvalidArgumentError(absl::StrCat("--depth: must be in [0, 1], got ", options.depth));
   }
+  auto prompt_template = tools::PasskeyTemplateByName(absl::GetFlag(FLAGS_template));
+  if (!prompt_template.ok()) return tools::ForFlag("template", prompt_template.status());
+  options.prompt_template = *prompt_template;
   MCSERVE_ASSIGN_OR_RETURN(Evaluator e, LoadEvaluator());
   MCSERVE_ASSIGN_OR_RETURN(std::vector<int32_t> haystack,
                            FlagFileTokens(*e.model, "haystack", absl::GetFlag(FLAGS_haystack)));
@@ -152,8 +159,9 @@ absl::Status RunPasskey() {
   settings.update({{"subcommand", "passkey"}, {"haystack", absl::GetFlag(FLAGS_haystack)}, {"length", options.length},
                    {"depth", options.depth}, {"trials", options.trials}, {"seed", options.seed},
                    {"answer_tokens", options.answer_tokens}, {"chunk", options.chunk},
-                   {"template", {{"intro", tools::kPasskeyIntro}, {"needle", tools::kPasskeyNeedle},
-                                 {"question", tools::kPasskeyQuestion}}}});
+                   {"template", {{"name", options.prompt_template.name}, {"intro", options.prompt_template.intro},
+                                 {"needle", options.prompt_template.needle},
+                                 {"question", options.prompt_template.question}}}});
   return Emit(tools::PasskeyTable(result), settings, tools::PasskeyJson(result));
 }
 
@@ -195,7 +203,7 @@ int main(int argc, char** argv) {
   std::vector<char*> args = JoinJsonDash(tools::NormalizeFlagNames(argc, argv, &storage));
   tools::SetToolUsage("tools/eval/",
                       "mcserve-eval perplexity --text FILE --context N [--chunk C] [--max-windows W] [--bucket B]\n"
-                      "       mcserve-eval passkey --haystack FILE --length N --depth D [--trials K] [--seed S]\n"
+                      "       mcserve-eval passkey --haystack FILE --length N --depth D [--trials K] [--seed S] [--template T]\n"
                       "Both take --model, --device, --threads, the --mc-* flags and --json FILE|-.\n"
                       "Flags may be written with dashes or underscores (--max-windows = --max_windows).");
   const std::vector<char*> positional = absl::ParseCommandLine(static_cast<int>(args.size()), args.data());

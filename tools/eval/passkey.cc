@@ -5,7 +5,6 @@
 #include "absl/strings/str_cat.h"
 #include "engine/runner/generate.h"
 #include "kernels/core/status_macros.h"
-#include "tools/eval/passkey_prompt.h"
 #include "tools/eval/passkey_score.h"
 
 namespace mcserve::tools {
@@ -68,13 +67,14 @@ absl::StatusOr<PasskeyResult> RunPasskey(const engine::Model& model, engine::Sta
   for (int i = 0; i < options.trials; ++i) {
     PasskeyTrial trial;
     trial.key = DrawKey(rng);
-    MCSERVE_ASSIGN_OR_RETURN(const int64_t fixed, PasskeyTemplateTokens(tokenizer, trial.key));
+    MCSERVE_ASSIGN_OR_RETURN(const int64_t fixed, PasskeyTemplateTokens(tokenizer, options.prompt_template, trial.key));
     const int64_t filler = options.length - fixed;
     if (filler >= 0 && filler <= result.haystack_tokens) {
       trial.filler_start = DrawFillerStart(tokenizer, haystack, filler, rng);
     }
-    MCSERVE_ASSIGN_OR_RETURN(PasskeyPrompt prompt, BuildPasskeyPrompt(tokenizer, haystack, trial.filler_start,
-                                                                      options.length, options.depth, trial.key));
+    MCSERVE_ASSIGN_OR_RETURN(PasskeyPrompt prompt, BuildPasskeyPrompt(tokenizer, options.prompt_template, haystack,
+                                                                      trial.filler_start, options.length,
+                                                                      options.depth, trial.key));
     trial.filler_tokens = prompt.filler_tokens;
     trial.needle_position = prompt.needle_position;
     trial.depth = prompt.depth;

@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "engine/runner/model.h"
 #include "engine/runner/state_pool.h"
+#include "tools/eval/passkey_prompt.h"
 
 namespace mcserve::tools {
 
@@ -23,6 +24,7 @@ struct PasskeyOptions {
   uint64_t seed = 1;         // keys and filler offsets
   int answer_tokens = 8;     // greedy tokens generated per prompt (stops early at EOS), >= 1
   int chunk = 256;           // prompt tokens per forward step, >= 1
+  PasskeyTemplate prompt_template = kStandardPasskeyTemplate;
 };
 
 struct PasskeyTrial {

@@ -14,12 +14,13 @@ struct TemplateIds {
   std::vector<int32_t> intro, needle, question;
 };
 
-absl::StatusOr<TemplateIds> EncodeTemplate(const engine::Tokenizer& tokenizer, const std::string& key) {
+absl::StatusOr<TemplateIds> EncodeTemplate(const engine::Tokenizer& tokenizer, const PasskeyTemplate& templ,
+                                           const std::string& key) {
   TemplateIds t;
-  MCSERVE_ASSIGN_OR_RETURN(t.intro, tokenizer.Encode(kPasskeyIntro, /*add_bos=*/false));
-  const std::string needle = absl::StrReplaceAll(std::string(kPasskeyNeedle), {{"{key}", key}});
+  MCSERVE_ASSIGN_OR_RETURN(t.intro, tokenizer.Encode(templ.intro, /*add_bos=*/false));
+  const std::string needle = absl::StrReplaceAll(std::string(templ.needle), {{"{key}", key}});
   MCSERVE_ASSIGN_OR_RETURN(t.needle, tokenizer.Encode(needle, /*add_bos=*/false));
-  MCSERVE_ASSIGN_OR_RETURN(t.question, tokenizer.Encode(kPasskeyQuestion, /*add_bos=*/false));
+  MCSERVE_ASSIGN_OR_RETURN(t.question, tokenizer.Encode(templ.question, /*add_bos=*/false));
   return t;
 }
 
@@ -31,6 +32,14 @@ void Append(std::vector<int32_t>& out, std::span<const int32_t> ids) { out.inser
 
 }  // namespace
 
+absl::StatusOr<PasskeyTemplate> PasskeyTemplateByName(std::string_view name) {
+  for (const PasskeyTemplate& templ : {kStandardPasskeyTemplate, kTrainedPasskeyTemplate}) {
+    if (templ.name == name) return templ;
+  }
+  return absl::InvalidArgumentError(absl::StrCat("unknown passkey template '", std::string(name),
+                                                 "' (expected standard or trained)"));
+}
+
 bool StartsWord(const engine::Tokenizer& tokenizer, std::span<const int32_t> ids, size_t i) {
   if (i == 0) return true;
   auto before = tokenizer.Decode(ids.subspan(i - 1, 1));
@@ -40,16 +49,17 @@ bool StartsWord(const engine::Tokenizer& tokenizer, std::span<const int32_t> ids
          (*pair)[before->size()] == ' ';
 }
 
-absl::StatusOr<int64_t> PasskeyTemplateTokens(const engine::Tokenizer& tokenizer, const std::string& key) {
-  MCSERVE_ASSIGN_OR_RETURN(TemplateIds t, EncodeTemplate(tokenizer, key));
+absl::StatusOr<int64_t> PasskeyTemplateTokens(const engine::Tokenizer& tokenizer, const PasskeyTemplate& templ,
+                                              const std::string& key) {
+  MCSERVE_ASSIGN_OR_RETURN(TemplateIds t, EncodeTemplate(tokenizer, templ, key));
   return Size(t);
 }
 
-absl::StatusOr<PasskeyPrompt> BuildPasskeyPrompt(const engine::Tokenizer& tokenizer, std::span<const int32_t> haystack,
-                                                 int64_t filler_start, int64_t length, double depth,
-                                                 const std::string& key) {
+absl::StatusOr<PasskeyPrompt> BuildPasskeyPrompt(const engine::Tokenizer& tokenizer, const PasskeyTemplate& templ,
+                                                 std::span<const int32_t> haystack, int64_t filler_start,
+                                                 int64_t length, double depth, const std::string& key) {
   if (!(depth >= 0 && depth <= 1)) return absl::InvalidArgumentError(absl::StrCat("depth ", depth, " is not in [0, 1]"));
-  MCSERVE_ASSIGN_OR_RETURN(TemplateIds t, EncodeTemplate(tokenizer, key));
+  MCSERVE_ASSIGN_OR_RETURN(TemplateIds t, EncodeTemplate(tokenizer, templ, key));
   PasskeyPrompt prompt;
   prompt.filler_tokens = length - Size(t);
   if (prompt.filler_tokens < 0) {

@@ -61,14 +61,14 @@ class PasskeyPromptTest : public ::testing::Test {
 
 TEST_F(PasskeyPromptTest, HasTheLengthTheTemplateAndTheNeedleAtTheDepth) {
   for (const double depth : {0.0, 0.3, 0.5, 1.0}) {
-    auto prompt = BuildPasskeyPrompt(*tokenizer_, haystack_, 0, 300, depth, "68213");
+    auto prompt = BuildPasskeyPrompt(*tokenizer_, kStandardPasskeyTemplate, haystack_, 0, 300, depth, "68213");
     ASSERT_TRUE(prompt.ok()) << prompt.status();
     ASSERT_EQ(prompt->ids.size(), 300u);
     EXPECT_EQ(prompt->ids[0], tokenizer_->bos_id());
     const std::string text = Decode(prompt->ids);
-    EXPECT_TRUE(absl::StartsWith(text, std::string(kPasskeyIntro))) << text;
-    EXPECT_TRUE(absl::EndsWith(text, std::string(kPasskeyQuestion))) << text;
-    const std::string needle = absl::StrReplaceAll(std::string(kPasskeyNeedle), {{"{key}", "68213"}});
+    EXPECT_TRUE(absl::StartsWith(text, std::string(kStandardPasskeyTemplate.intro))) << text;
+    EXPECT_TRUE(absl::EndsWith(text, std::string(kStandardPasskeyTemplate.question))) << text;
+    const std::string needle = absl::StrReplaceAll(std::string(kStandardPasskeyTemplate.needle), {{"{key}", "68213"}});
     EXPECT_TRUE(absl::StrContains(text, " " + needle + " ")) << text;  // between whole words
     // The needle starts at needle_position and sits at (a word start at or after) the asked depth.
     const std::vector<int32_t> from_needle(prompt->ids.begin() + prompt->needle_position, prompt->ids.end());
@@ -76,6 +76,31 @@ TEST_F(PasskeyPromptTest, HasTheLengthTheTemplateAndTheNeedleAtTheDepth) {
     EXPECT_GE(prompt->depth, depth - 1e-9);
     EXPECT_LE(prompt->depth, depth + 6.0 / static_cast<double>(prompt->filler_tokens));
   }
+}
+
+TEST_F(PasskeyPromptTest, TrainedTemplateAtDepthZeroIsTheTrainingExampleLayout) {
+  // tools/train/passkey.py: encode(intro) + filler + encode(question); here without the answer.
+  auto prompt = BuildPasskeyPrompt(*tokenizer_, kTrainedPasskeyTemplate, haystack_, 0, 200, 0.0, "31415");
+  ASSERT_TRUE(prompt.ok()) << prompt.status();
+  std::vector<int32_t> expected = {tokenizer_->bos_id()};
+  auto needle = tokenizer_->Encode("The pass key is 31415. Remember it.", /*add_bos=*/false);
+  ASSERT_TRUE(needle.ok());
+  expected.insert(expected.end(), needle->begin(), needle->end());
+  auto question = tokenizer_->Encode("What is the pass key? The pass key is", /*add_bos=*/false);
+  ASSERT_TRUE(question.ok());
+  const size_t filler = 200 - expected.size() - question->size();
+  expected.insert(expected.end(), haystack_.begin(), haystack_.begin() + filler);
+  expected.insert(expected.end(), question->begin(), question->end());
+  EXPECT_EQ(prompt->ids, expected);
+  EXPECT_EQ(prompt->needle_position, 1);
+}
+
+TEST(PasskeyTemplate, ByName) {
+  EXPECT_EQ(PasskeyTemplateByName("standard")->needle, kStandardPasskeyTemplate.needle);
+  EXPECT_EQ(PasskeyTemplateByName("trained")->needle, kTrainedPasskeyTemplate.needle);
+  auto unknown = PasskeyTemplateByName("niah");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_TRUE(absl::StrContains(unknown.status().message(), "niah"));
 }
 
 TEST_F(PasskeyPromptTest, WordStartsAreFound) {
@@ -87,16 +112,16 @@ TEST_F(PasskeyPromptTest, WordStartsAreFound) {
 }
 
 TEST_F(PasskeyPromptTest, TooShortLengthOrHaystackIsAnError) {
-  auto fixed = PasskeyTemplateTokens(*tokenizer_, "68213");
+  auto fixed = PasskeyTemplateTokens(*tokenizer_, kStandardPasskeyTemplate, "68213");
   ASSERT_TRUE(fixed.ok());
-  EXPECT_TRUE(BuildPasskeyPrompt(*tokenizer_, haystack_, 0, *fixed, 0.5, "68213").ok());
-  auto short_prompt = BuildPasskeyPrompt(*tokenizer_, haystack_, 0, *fixed - 1, 0.5, "68213");
+  EXPECT_TRUE(BuildPasskeyPrompt(*tokenizer_, kStandardPasskeyTemplate, haystack_, 0, *fixed, 0.5, "68213").ok());
+  auto short_prompt = BuildPasskeyPrompt(*tokenizer_, kStandardPasskeyTemplate, haystack_, 0, *fixed - 1, 0.5, "68213");
   EXPECT_FALSE(short_prompt.ok());
   EXPECT_TRUE(absl::StrContains(short_prompt.status().message(), "shorter than the passkey template"));
-  auto long_prompt = BuildPasskeyPrompt(*tokenizer_, haystack_, 0, *fixed + haystack_.size() + 1, 0.5, "68213");
+  auto long_prompt = BuildPasskeyPrompt(*tokenizer_, kStandardPasskeyTemplate, haystack_, 0, *fixed + haystack_.size() + 1, 0.5, "68213");
   EXPECT_FALSE(long_prompt.ok());
   EXPECT_TRUE(absl::StrContains(long_prompt.status().message(), "haystack"));
-  EXPECT_FALSE(BuildPasskeyPrompt(*tokenizer_, haystack_, 0, 300, 1.5, "68213").ok());
+  EXPECT_FALSE(BuildPasskeyPrompt(*tokenizer_, kStandardPasskeyTemplate, haystack_, 0, 300, 1.5, "68213").ok());
 }
 
 }  // namespace

@@ -158,6 +158,9 @@ def test_passkey_is_seeded_and_reports_every_trial(text_file):
         assert 0.5 <= t["depth"] <= 0.6
         assert t["correct"] == t["generated"].lstrip().startswith(t["key"])
     assert a["settings"]["template"]["needle"] == "The pass key is {key}. Remember it. {key} is the pass key."
+    trained = passkey(7, "--template", "trained")
+    assert trained["settings"]["template"]["name"] == "trained"
+    assert [t["key"] for t in trained["results"]["results"]] == [t["key"] for t in res["results"]]
     # Memory Caching flags apply to the passkey run too.
     mc = passkey(7, "--mc-aggregation", "mean", "--mc-segment-size", "16")
     assert mc["settings"]["memory_caching"].startswith("mean")
@@ -177,6 +180,7 @@ def test_passkey_is_seeded_and_reports_every_trial(text_file):
     (("passkey", "--haystack", "CORPUS", "--length", "100000"), ("haystack",)),
     (("passkey", "--haystack", "CORPUS", "--depth", "1.5"), ("--depth",)),
     (("passkey", "--haystack", "CORPUS", "--trials", "0"), ("trials",)),
+    (("passkey", "--haystack", "CORPUS", "--template", "niah"), ("--template", "niah")),
 ])
 def test_bad_input_is_a_clear_error(args, fragments):
     args = [CORPUS if a == "CORPUS" else a for a in args]
