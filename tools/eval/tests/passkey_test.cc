@@ -12,14 +12,14 @@
 namespace mcserve::tools {
 namespace {
 
-TEST(PasskeyScore, PlantedCorrectAnswerIsCorrect) {
+TEST(EvalPasskeyScore, PlantedCorrectAnswerIsCorrect) {
   EXPECT_TRUE(PasskeyAnswerIsCorrect("68213", "68213"));
   EXPECT_TRUE(PasskeyAnswerIsCorrect(" 68213.", "68213"));
   EXPECT_TRUE(PasskeyAnswerIsCorrect("\n 68213 is the pass key", "68213"));
   EXPECT_TRUE(PasskeyAnswerIsCorrect("68213. Remember", "68213"));
 }
 
-TEST(PasskeyScore, WrongAnswerIsWrong) {
+TEST(EvalPasskeyScore, WrongAnswerIsWrong) {
   EXPECT_FALSE(PasskeyAnswerIsCorrect("68214", "68213"));
   EXPECT_FALSE(PasskeyAnswerIsCorrect(" 12345.", "68213"));
   EXPECT_FALSE(PasskeyAnswerIsCorrect("", "68213"));
@@ -28,7 +28,7 @@ TEST(PasskeyScore, WrongAnswerIsWrong) {
   EXPECT_FALSE(PasskeyAnswerIsCorrect("x68213", "68213"));
 }
 
-TEST(PasskeyScore, PartialAndExtraDigitsAreWrong) {
+TEST(EvalPasskeyScore, PartialAndExtraDigitsAreWrong) {
   EXPECT_FALSE(PasskeyAnswerIsCorrect("6821", "68213"));    // cut short
   EXPECT_FALSE(PasskeyAnswerIsCorrect(" 6821.", "68213"));
   EXPECT_FALSE(PasskeyAnswerIsCorrect("682135", "68213"));  // a different, longer number
@@ -36,7 +36,7 @@ TEST(PasskeyScore, PartialAndExtraDigitsAreWrong) {
   EXPECT_FALSE(PasskeyAnswerIsCorrect("68213", ""));        // no key
 }
 
-class PasskeyPromptTest : public ::testing::Test {
+class EvalPasskeyPrompt : public ::testing::Test {
  protected:
   void SetUp() override {
     auto tokenizer = engine::Tokenizer::Load(std::string(MCSERVE_TEST_DATA_DIR) + "/tokenizer.model");
@@ -59,7 +59,7 @@ class PasskeyPromptTest : public ::testing::Test {
   std::vector<int32_t> haystack_;
 };
 
-TEST_F(PasskeyPromptTest, HasTheLengthTheTemplateAndTheNeedleAtTheDepth) {
+TEST_F(EvalPasskeyPrompt, HasTheLengthTheTemplateAndTheNeedleAtTheDepth) {
   for (const double depth : {0.0, 0.3, 0.5, 1.0}) {
     auto prompt = BuildPasskeyPrompt(*tokenizer_, kStandardPasskeyTemplate, haystack_, 0, 300, depth, "68213");
     ASSERT_TRUE(prompt.ok()) << prompt.status();
@@ -78,7 +78,7 @@ TEST_F(PasskeyPromptTest, HasTheLengthTheTemplateAndTheNeedleAtTheDepth) {
   }
 }
 
-TEST_F(PasskeyPromptTest, TrainedTemplateAtDepthZeroIsTheTrainingExampleLayout) {
+TEST_F(EvalPasskeyPrompt, TrainedTemplateAtDepthZeroIsTheTrainingExampleLayout) {
   // tools/train/passkey.py: encode(intro) + filler + encode(question); here without the answer.
   auto prompt = BuildPasskeyPrompt(*tokenizer_, kTrainedPasskeyTemplate, haystack_, 0, 200, 0.0, "31415");
   ASSERT_TRUE(prompt.ok()) << prompt.status();
@@ -95,7 +95,7 @@ TEST_F(PasskeyPromptTest, TrainedTemplateAtDepthZeroIsTheTrainingExampleLayout) 
   EXPECT_EQ(prompt->needle_position, 1);
 }
 
-TEST(PasskeyTemplate, ByName) {
+TEST(EvalPasskeyTemplate, ByName) {
   EXPECT_EQ(PasskeyTemplateByName("standard")->needle, kStandardPasskeyTemplate.needle);
   EXPECT_EQ(PasskeyTemplateByName("trained")->needle, kTrainedPasskeyTemplate.needle);
   auto unknown = PasskeyTemplateByName("niah");
@@ -103,7 +103,7 @@ TEST(PasskeyTemplate, ByName) {
   EXPECT_TRUE(absl::StrContains(unknown.status().message(), "niah"));
 }
 
-TEST_F(PasskeyPromptTest, WordStartsAreFound) {
+TEST_F(EvalPasskeyPrompt, WordStartsAreFound) {
   auto ids = tokenizer_->Encode("the window sill", /*add_bos=*/false);
   ASSERT_TRUE(ids.ok());
   int starts = 0;
@@ -111,7 +111,7 @@ TEST_F(PasskeyPromptTest, WordStartsAreFound) {
   EXPECT_EQ(starts, 3);
 }
 
-TEST_F(PasskeyPromptTest, TooShortLengthOrHaystackIsAnError) {
+TEST_F(EvalPasskeyPrompt, TooShortLengthOrHaystackIsAnError) {
   auto fixed = PasskeyTemplateTokens(*tokenizer_, kStandardPasskeyTemplate, "68213");
   ASSERT_TRUE(fixed.ok());
   EXPECT_TRUE(BuildPasskeyPrompt(*tokenizer_, kStandardPasskeyTemplate, haystack_, 0, *fixed, 0.5, "68213").ok());
