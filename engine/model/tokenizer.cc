@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -156,6 +157,30 @@ namespace {
 constexpr size_t kContextIds = 4;   // ids of left context kept when the window shrinks
 constexpr size_t kShrinkAt = 16;    // window length that triggers a shrink
 }  // namespace
+
+absl::Status IncrementalDetokenizer::SetContext(std::span<const int32_t> prompt_ids) {
+  if (!window_.empty() || emitted_bytes_ != 0) {
+    return absl::FailedPreconditionError("SetContext must come before the first Push");
+  }
+  // The fewest trailing ids (from kContextIds up to kShrinkAt) that decode to non-empty, fully
+  // stable text: the same condition ShrinkWindow puts on the context it keeps.
+  for (size_t n = std::min(kContextIds, prompt_ids.size()); n > 0; n = std::min(2 * n, prompt_ids.size())) {
+    const std::span<const int32_t> context = prompt_ids.last(n);
+    MCSERVE_ASSIGN_OR_RETURN(std::string text, tokenizer_->Decode(context));
+    if (!text.empty() && StableLength(text) == text.size()) {
+      window_.assign(context.begin(), context.end());
+      emitted_bytes_ = text.size();
+      any_text_ = true;
+      return absl::OkStatus();
+    }
+    if (n == prompt_ids.size() || n >= kShrinkAt) break;
+  }
+  // A prompt that decodes to nothing (control pieces, a lone "▁") is kept whole, as if pushed: its
+  // pieces still decide whether the next piece is the text's first.
+  MCSERVE_ASSIGN_OR_RETURN(std::string text, tokenizer_->Decode(prompt_ids));
+  if (text.empty()) window_.assign(prompt_ids.begin(), prompt_ids.end());
+  return absl::OkStatus();
+}
 
 absl::StatusOr<std::string> IncrementalDetokenizer::Push(int32_t id) {
   window_.push_back(id);

@@ -41,6 +41,10 @@ class Tokenizer {
 class IncrementalDetokenizer {
  public:
   explicit IncrementalDetokenizer(const Tokenizer* tokenizer) : tokenizer_(tokenizer) {}
+  // Takes the prompt's last ids as left context before the first Push, so the first generated piece
+  // keeps the space SentencePiece drops at the start of a text ("them," + "▁Behold" → " Behold").
+  // A prompt ending in an incomplete character leaves no context. Bad ids → InvalidArgument.
+  absl::Status SetContext(std::span<const int32_t> prompt_ids);
   // Appends `id` and returns the newly completed text (possibly empty). A bad id → InvalidArgument
   // and the stream is unchanged.
   absl::StatusOr<std::string> Push(int32_t id);

@@ -24,7 +24,8 @@ const char* FinishReasonName(FinishReason r) {
   return "";
 }
 
-absl::StatusOr<OutputStream> OutputStream::Create(const Tokenizer* tokenizer, StopCriteria criteria, int32_t eos_id) {
+absl::StatusOr<OutputStream> OutputStream::Create(const Tokenizer* tokenizer, StopCriteria criteria, int32_t eos_id,
+                                                  std::span<const int32_t> prompt) {
   if (tokenizer == nullptr) return absl::InvalidArgumentError("OutputStream needs a tokenizer");
   if (criteria.max_tokens < 1) {
     return absl::InvalidArgumentError(absl::StrCat("max_tokens must be at least 1, got ", criteria.max_tokens));
@@ -48,7 +49,9 @@ absl::StatusOr<OutputStream> OutputStream::Create(const Tokenizer* tokenizer, St
       return absl::InvalidArgumentError(absl::StrCat("stop_strings[", i, "] is not valid UTF-8"));
     }
   }
-  return OutputStream(tokenizer, std::move(criteria), eos_id);
+  OutputStream stream(tokenizer, std::move(criteria), eos_id);
+  MCSERVE_RETURN_IF_ERROR(stream.detok_.SetContext(prompt));
+  return stream;
 }
 
 OutputStream::OutputStream(const Tokenizer* tokenizer, StopCriteria criteria, int32_t eos_id)

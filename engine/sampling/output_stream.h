@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -33,7 +34,9 @@ const char* FinishReasonName(FinishReason r);
 class OutputStream {
  public:
   // InvalidArgument for bad criteria (max_tokens < 1, min_tokens > max_tokens, empty stop string).
-  static absl::StatusOr<OutputStream> Create(const Tokenizer* tokenizer, StopCriteria criteria, int32_t eos_id);
+  // `prompt` ([prompt_len] ids) is the text's left context: the first piece keeps its leading space.
+  static absl::StatusOr<OutputStream> Create(const Tokenizer* tokenizer, StopCriteria criteria, int32_t eos_id,
+                                             std::span<const int32_t> prompt = {});
   struct Delta {
     std::string text;                     // newly final text (possibly empty)
     FinishReason finish = FinishReason::kNone;

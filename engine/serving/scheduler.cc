@@ -70,7 +70,7 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> Scheduler::Submit(RequestSpec spe
                                          options_.max_prompt_tokens));
   MCSERVE_ASSIGN_OR_RETURN(Sampler sampler, Sampler::Create(spec.sampling, vocab_size_));
   sampler.SetPrompt(spec.prompt);
-  MCSERVE_ASSIGN_OR_RETURN(OutputStream stream, OutputStream::Create(tokenizer_, spec.stop, tokenizer_->eos_id()));
+  MCSERVE_ASSIGN_OR_RETURN(OutputStream stream, OutputStream::Create(tokenizer_, spec.stop, tokenizer_->eos_id(), spec.prompt));
   const uint64_t id = next_id_.fetch_add(1);
   auto channel = std::make_shared<OutputChannel>(static_cast<size_t>(options_.channel_capacity), waker_);
   auto request = std::make_unique<Request>(id, std::move(spec), channel, std::move(sampler), std::move(stream));

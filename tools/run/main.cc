@@ -57,6 +57,7 @@ int Run() {
   if (absl::GetFlag(FLAGS_seed) >= 0) options.sampling.seed = absl::GetFlag(FLAGS_seed);
 
   mcserve::engine::IncrementalDetokenizer detok(&tokenizer);
+  if (absl::Status context = detok.SetContext(*prompt); !context.ok()) return Fail(context);
   absl::Status stream_error;
   const int32_t eos = static_cast<int32_t>((*model)->config().eos_token_id);
   auto generated = mcserve::engine::Generate(**model, *pool, *slot, *prompt, options, [&](int32_t id) {

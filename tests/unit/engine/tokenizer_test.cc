@@ -304,5 +304,59 @@ TEST_F(TokenizerTest, IncrementalDetokenizerMatchesDecodeOnLongRandomStreams) {
   }
 }
 
+// With the prompt as context, the streamed continuation is exactly what Decode(prompt + generated)
+// adds to Decode(prompt) — the first piece keeps its leading space — wherever the prompt's text is
+// stable and a prefix of the whole (a prompt ending mid-character has no stable context).
+TEST_F(TokenizerTest, IncrementalDetokenizerWithPromptContextContinuesThePromptText) {
+  const std::vector<int32_t> ids = RandomStream(*tokenizer_, 400, 5);
+  int checked = 0;
+  for (size_t split = 1; split < ids.size(); split += 3) {
+    const std::span<const int32_t> prompt(ids.data(), split);
+    IncrementalDetokenizer detok(tokenizer_);
+    ASSERT_TRUE(detok.SetContext(prompt).ok());
+    std::string streamed;
+    for (size_t i = split; i < ids.size(); ++i) {
+      auto delta = detok.Push(ids[i]);
+      ASSERT_TRUE(delta.ok()) << delta.status();
+      ASSERT_TRUE(IsValidUtf8(*delta)) << "split " << split << " delta " << i;
+      streamed += *delta;
+    }
+    streamed += detok.Flush();
+    const std::string head = MustDecode(std::vector<int32_t>(prompt.begin(), prompt.end()));
+    const std::string whole = MustDecode(ids);
+    if (head.find("\xEF\xBF\xBD") != std::string::npos || whole.compare(0, head.size(), head) != 0) continue;
+    EXPECT_EQ(streamed, whole.substr(head.size())) << "split " << split;
+    ++checked;
+  }
+  EXPECT_GE(checked, 20);
+}
+
+TEST_F(TokenizerTest, IncrementalDetokenizerContextKeepsTheFirstPiecesSpace) {
+  const std::vector<int32_t> prompt = MustEncode("Hello world", true);
+  const std::vector<int32_t> more = MustEncode("the sun", false);  // "▁the▁sun"
+  IncrementalDetokenizer with_context(tokenizer_), without(tokenizer_);
+  ASSERT_TRUE(with_context.SetContext(prompt).ok());
+  std::string a, b;
+  for (int32_t id : more) {
+    a += *with_context.Push(id);
+    b += *without.Push(id);
+  }
+  EXPECT_EQ(a + with_context.Flush(), " the sun");
+  EXPECT_EQ(b + without.Flush(), "the sun");  // no context: SentencePiece's start-of-text rule
+  // Only BOS: nothing to continue, so the start-of-text rule applies.
+  IncrementalDetokenizer after_bos(tokenizer_);
+  ASSERT_TRUE(after_bos.SetContext(std::vector<int32_t>{tokenizer_->bos_id()}).ok());
+  std::string c;
+  for (int32_t id : more) c += *after_bos.Push(id);
+  EXPECT_EQ(c + after_bos.Flush(), "the sun");
+}
+
+TEST_F(TokenizerTest, IncrementalDetokenizerContextErrors) {
+  IncrementalDetokenizer detok(tokenizer_);
+  EXPECT_TRUE(HasError(detok.SetContext(std::vector<int32_t>{5, tokenizer_->vocab_size()}), kInvalid, {"token id"}));
+  ASSERT_TRUE(detok.Push(MustEncode("Hello", false).front()).ok());
+  EXPECT_EQ(detok.SetContext(MustEncode("Hello", true)).code(), absl::StatusCode::kFailedPrecondition);
+}
+
 }  // namespace
 }  // namespace mcserve::engine
