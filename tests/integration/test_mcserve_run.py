@@ -7,13 +7,17 @@ import os
 import shutil
 import struct
 import subprocess
+import sys
 
 import pytest
 import sentencepiece as spm
+import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BIN = os.environ.get("MCSERVE_RUN", os.path.join(ROOT, "build", "tools", "mcserve-run"))
 FIXTURE = os.path.join(ROOT, "tests", "data", "models", "gated_deltanet")
+sys.path.insert(0, os.path.join(ROOT, "tests", "reference"))
+from mcserve_ref import CausalLM  # noqa: E402
 
 
 def run(*args):
@@ -201,3 +205,27 @@ def test_prompt_not_utf8():
 
 def test_missing_model_directory(tmp_path):
     expect_error(run("--model", str(tmp_path / "nowhere"), "--prompt", "hi"), "nowhere")
+
+
+# The trained default model (models/kjv-gdn) and what it says, greedily, after two prompts.
+DEFAULT_MODEL = os.path.join(ROOT, "models", "kjv-gdn")
+DEFAULT_MODEL_GREEDY = {
+    "In the beginning God":
+        ", and said, I am the LORD God of Israel. And he said, I will not be a prophet, but",
+    "And Jesus said unto them,":
+        " Behold, I am against thee, and I will be with thee, and I will be with thee, and I will",
+}
+
+
+@pytest.mark.parametrize("prompt", sorted(DEFAULT_MODEL_GREEDY))
+def test_default_model_is_the_trained_kjv_model(prompt):
+    """No --model: the bundled trained model; its greedy text is pinned and is the reference's."""
+    r = run("--prompt", prompt, "--temperature", "0", "--max-tokens", "24")
+    assert r.returncode == 0, r.stderr
+    text = r.stdout.decode("utf-8").rstrip("\n")
+    assert text == DEFAULT_MODEL_GREEDY[prompt]
+    sp = spm.SentencePieceProcessor(model_file=os.path.join(DEFAULT_MODEL, "tokenizer.model"))
+    prompt_ids = sp.encode(prompt, add_bos=True)
+    greedy = CausalLM.from_dir(DEFAULT_MODEL, dtype=torch.float64).greedy(prompt_ids, 24)
+    whole = sp.decode(prompt_ids[1:] + greedy)
+    assert whole.startswith(prompt) and whole[len(prompt):] == text
