@@ -14,6 +14,8 @@ packages=(
   prometheus
   # Python side: reference implementation, fixtures and tests (/usr/bin/python3)
   python3 python3-torch python3-numpy python3-pytest python3-sentencepiece python3-grpcio python3-protobuf
+  # the plots of docs/quality.md (tools/quality/plot.py)
+  python3-matplotlib
   # the integration tests' tools (TLS certificates, HTTP requests)
   openssl curl
   # the King James Bible text the default model is trained on (tools/train, `bible -l0`)

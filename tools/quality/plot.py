@@ -1,0 +1,74 @@
+#!/usr/bin/python3
+"""Plots ppl_sweep.py / passkey_sweep.py results as PNG: one line per variant against length, one
+panel per init mode (the base model drawn in both).
+
+    /usr/bin/python3 tools/quality/plot.py docs/quality/perplexity.json docs/quality/perplexity.png
+    /usr/bin/python3 tools/quality/plot.py docs/quality/passkey.json docs/quality/passkey.png
+"""
+
+import json
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+import variants as V  # noqa: E402
+
+METRICS = {"perplexity": ("perplexity", "held-out perplexity", True),
+           "accuracy": ("accuracy", "passkey accuracy", False)}
+
+
+def metric_of(report):
+    """(record key, axis label, log y) of a results file: perplexity or passkey accuracy."""
+    first = report["results"][0]
+    return METRICS["perplexity" if "perplexity" in first else "accuracy"]
+
+
+def series(records, key, name, init_mode):
+    """(lengths, values of `key`) of one variant, by length."""
+    pts = sorted((r["length"], r[key]) for r in records if r["variant"] == name and r["init_mode"] == init_mode)
+    return [p[0] for p in pts], [p[1] for p in pts]
+
+
+def plot(report, out_png, title=None):
+    """Writes the figure for `report` (a loaded results JSON) to out_png."""
+    key, ylabel, log_y = metric_of(report)
+    records = report["results"]
+    modes = [m for m in V.INIT_MODES if any(r["init_mode"] == m for r in records)] or [None]
+    fig, axes = plt.subplots(1, len(modes), figsize=(6 * len(modes), 4.5), sharey=True, squeeze=False)
+    names = list(dict.fromkeys(r["variant"] for r in records if r["variant"] != "base"))
+    for ax, mode in zip(axes[0], modes):
+        x, y = series(records, key, "base", None)
+        if x:
+            ax.plot(x, y, "k-o", linewidth=2.5, label="base (no MC)")
+        for name in names:
+            x, y = series(records, key, name, mode)
+            if x:
+                ax.plot(x, y, "-o", label=name)
+        ax.set_xscale("log", base=2)
+        if log_y:
+            ax.set_yscale("log")
+        ax.set_xlabel("evaluation length (tokens)")
+        ax.set_title("init mode: %s" % mode if mode else "")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    axes[0][0].set_ylabel(ylabel)
+    fig.suptitle(title or "%s, segment %s, %s" % (report.get("model_name", "model"), report.get("segment", "?"),
+                                                   ylabel))
+    fig.tight_layout()
+    fig.savefig(out_png, dpi=100)
+    plt.close(fig)
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 2:
+        sys.exit("usage: plot.py RESULTS_JSON OUT_PNG")
+    with open(argv[0]) as f:
+        plot(json.load(f), argv[1])
+
+
+if __name__ == "__main__":
+    main()

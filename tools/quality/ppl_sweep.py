@@ -1,0 +1,86 @@
+#!/usr/bin/python3
+"""Perplexity against evaluation length for the base model and every post-training Memory Caching
+variant (variants.py), through mcserve-eval. Every length scores the same first --tokens tokens of
+the text (as --tokens/length fresh-state windows), so the columns compare like with like.
+
+    /usr/bin/python3 tools/quality/ppl_sweep.py --text /tmp/mcq/kjv_heldout.txt --out docs/quality/perplexity.json
+"""
+
+import argparse
+import json
+import os
+import sys
+
+import eval_runner
+import variants as V
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--text", required=True, help="held-out text file")
+    ap.add_argument("--model", default=eval_runner.DEFAULT_MODEL)
+    ap.add_argument("--eval", default=eval_runner.DEFAULT_EVAL, help="mcserve-eval binary")
+    ap.add_argument("--lengths", type=int, nargs="+", default=[256, 1024, 4096, 16384])
+    ap.add_argument("--tokens", type=int, default=65536, help="tokens scored at every length")
+    ap.add_argument("--segment", type=int, default=V.TRAINING_CONTEXT, help="MC segment size")
+    ap.add_argument("--bucket", type=int, default=256, help="NLL by position, per this many tokens")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--only", nargs="+", help="variant names to run (default: all)")
+    ap.add_argument("--out", required=True, help="results JSON")
+    args = ap.parse_args(argv)
+    for n in args.lengths:
+        if n < 2 or args.tokens % n:
+            ap.error("--tokens %d must be a multiple of every length (%d)" % (args.tokens, n))
+    return args
+
+
+def measure(args, variant, length):
+    """One mcserve-eval perplexity run → a result record."""
+    cmd = ["perplexity", "--model", args.model, "--text", args.text, "--context", str(length),
+           "--max-windows", str(args.tokens // length), "--bucket", str(min(args.bucket, length)),
+           "--threads", str(args.threads), *variant.flags]
+    out, seconds = eval_runner.run_eval(args.eval, cmd)
+    res = out["results"]
+    if res["scored_tokens"] != args.tokens:
+        raise RuntimeError("%s at %d scored %d tokens, not %d (text too short?)"
+                           % (variant.label, length, res["scored_tokens"], args.tokens))
+    return {"variant": variant.name, "init_mode": variant.init_mode, "label": variant.label, "length": length,
+            "perplexity": res["perplexity"], "mean_nll": res["mean_nll"], "scored_tokens": res["scored_tokens"],
+            "windows": res["windows"], "buckets": res["buckets"], "seconds": round(seconds, 2),
+            "flags": variant.flags}
+
+
+def markdown_table(records, value="perplexity", fmt="%.2f"):
+    """Rows: variants in first-seen order; columns: lengths ascending."""
+    lengths = sorted({r["length"] for r in records})
+    labels = list(dict.fromkeys(r["label"] for r in records))
+    cell = {(r["label"], r["length"]): r[value] for r in records}
+    lines = ["| variant | " + " | ".join(str(n) for n in lengths) + " |",
+             "|---|" + "---:|" * len(lengths)]
+    for label in labels:
+        lines.append("| %s | " % label + " | ".join(fmt % cell[(label, n)] if (label, n) in cell else "–"
+                                                    for n in lengths) + " |")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    records = []
+    for variant in V.variants(args.segment, args.only):
+        for length in args.lengths:
+            rec = measure(args, variant, length)
+            print("%-28s %6d  ppl %8.3f  (%.1fs)" % (variant.label, length, rec["perplexity"], rec["seconds"]),
+                  file=sys.stderr, flush=True)
+            records.append(rec)
+    report = {"command": "/usr/bin/python3 tools/quality/ppl_sweep.py " + " ".join(argv or sys.argv[1:]),
+              "model": eval_runner.repo_relative(args.model), "model_name": os.path.basename(args.model.rstrip("/")),
+              "text": eval_runner.repo_relative(args.text), "tokens": args.tokens, "segment": args.segment,
+              "threads": args.threads, "results": records}
+    with open(args.out, "w") as f:
+        json.dump(report, f, indent=1)
+        f.write("\n")
+    print(markdown_table(records))
+
+
+if __name__ == "__main__":
+    main()
