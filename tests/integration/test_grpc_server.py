@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 
 import pytest
 
@@ -54,12 +55,20 @@ class Server:
         m = LINE.match(line)
         assert m, (line, self.proc.stderr.read().decode() if self.proc.poll() is not None else "")
         self.address = f"{m.group(1)}:{m.group(2)}"
+        self.http = f"http://{m.group(3)}:{m.group(4)}"
         self.channel = grpc.insecure_channel(self.address)
 
     def health(self, metadata=None):
         check = self.channel.unary_unary("/grpc.health.v1.Health/Check",
                                          request_serializer=lambda b: b, response_deserializer=lambda b: b)
         return check(b"", timeout=5, metadata=metadata)  # b"\x08\x01" = SERVING
+
+    def gauge(self, name):
+        """The value of a gauge labelled only by model in a /metrics scrape."""
+        text = urllib.request.urlopen(self.http + "/metrics", timeout=5).read().decode()
+        m = re.search(r'^%s\{model_name="[^"]*"\} (\S+)$' % re.escape(name), text, re.M)
+        assert m, (name, text[:2000])
+        return float(m.group(1))
 
     def stop(self):
         if self.proc.poll() is None:
@@ -153,12 +162,13 @@ def test_abort_stops_a_stream(pb, stub, client_id):
 
 
 @pytest.mark.parametrize("how", ["cancel", "deadline"])
-def test_client_cancel_frees_the_slot(pb, stub, how):
+def test_client_cancel_frees_the_slot(pb, server, stub, how):
     before = stub.GetServerInfo(pb[0].GetServerInfoRequest(), timeout=5).finished_cancelled
     stream = stub.Generate(long_request(pb), timeout=30 if how == "cancel" else 0.3)
     next(stream)
     next(stream)
     if how == "cancel":
+        assert server.gauge("mcserve:num_requests_running") == 1  # the scrape sees the running stream
         stream.cancel()
     else:  # the deadline passes long before LIMIT tokens
         with pytest.raises(grpc.RpcError) as e:
@@ -172,6 +182,9 @@ def test_client_cancel_frees_the_slot(pb, stub, how):
         assert time.time() < deadline, info
         time.sleep(0.05)
     assert info.slots_used == 0
+    # What Prometheus sees: the running-requests gauge is back to 0.
+    assert server.gauge("mcserve:num_requests_running") == 0
+    assert server.gauge("mcserve:state_slot_usage_perc") == 0
 
 
 def expect_invalid(pb, stub, field, **request):
