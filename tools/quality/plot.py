@@ -13,6 +13,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib import ticker  # noqa: E402
 
 import variants as V  # noqa: E402
 
@@ -48,8 +49,14 @@ def plot(report, out_png, title=None):
             if x:
                 ax.plot(x, y, "-o", label=name)
         ax.set_xscale("log", base=2)
+        lengths = sorted({r["length"] for r in records})
+        ax.set_xticks(lengths, [str(n) if n < 1024 else "%dK" % (n // 1024) for n in lengths])
+        ax.xaxis.set_minor_locator(ticker.NullLocator())
         if log_y:
             ax.set_yscale("log")
+            plain = ticker.FuncFormatter(lambda v, _: "%g" % v)
+            ax.yaxis.set_major_formatter(plain)
+            ax.yaxis.set_minor_formatter(plain)
         ax.set_xlabel("evaluation length (tokens)")
         ax.set_title("init mode: %s" % mode if mode else "")
         ax.grid(True, which="both", alpha=0.3)
