@@ -8,13 +8,10 @@ each of --depths (same seeds for every variant, so every variant sees the same p
 """
 
 import argparse
-import json
-import os
-import sys
 
 import eval_runner
+import sweep
 import variants as V
-from ppl_sweep import markdown_table
 
 
 def parse_args(argv):
@@ -54,22 +51,11 @@ def measure(args, variant, length):
 
 def main(argv=None):
     args = parse_args(argv)
-    records = []
-    for variant in V.variants(args.segment, args.only):
-        for length in args.lengths:
-            rec = measure(args, variant, length)
-            print("%-28s %6d  %d/%d  (%.1fs)" % (variant.label, length, rec["correct"], rec["trials"], rec["seconds"]),
-                  file=sys.stderr, flush=True)
-            records.append(rec)
-    report = {"command": "/usr/bin/python3 tools/quality/passkey_sweep.py " + " ".join(argv or sys.argv[1:]),
-              "model": eval_runner.repo_relative(args.model), "model_name": os.path.basename(args.model.rstrip("/")),
-              "haystack": eval_runner.repo_relative(args.haystack), "segment": args.segment,
-              "depths": args.depths, "trials_per_depth": args.trials, "template": args.template,
-              "threads": args.threads, "results": records}
-    with open(args.out, "w") as f:
-        json.dump(report, f, indent=1)
-        f.write("\n")
-    print(markdown_table(records, value="accuracy", fmt="%.2f"))
+    records = sweep.run(args, measure, lambda r: "%d/%d" % (r["correct"], r["trials"]))
+    sweep.write_report(args.out, "passkey_sweep.py", argv, args,
+                       {"haystack": eval_runner.repo_relative(args.haystack), "depths": args.depths,
+                        "trials_per_depth": args.trials, "template": args.template}, records)
+    print(sweep.markdown_table(records, "accuracy", "%.2f"))
 
 
 if __name__ == "__main__":

@@ -7,11 +7,9 @@ the text (as --tokens/length fresh-state windows), so the columns compare like w
 """
 
 import argparse
-import json
-import os
-import sys
 
 import eval_runner
+import sweep
 import variants as V
 
 
@@ -50,36 +48,12 @@ def measure(args, variant, length):
             "flags": variant.flags}
 
 
-def markdown_table(records, value="perplexity", fmt="%.2f"):
-    """Rows: variants in first-seen order; columns: lengths ascending."""
-    lengths = sorted({r["length"] for r in records})
-    labels = list(dict.fromkeys(r["label"] for r in records))
-    cell = {(r["label"], r["length"]): r[value] for r in records}
-    lines = ["| variant | " + " | ".join(str(n) for n in lengths) + " |",
-             "|---|" + "---:|" * len(lengths)]
-    for label in labels:
-        lines.append("| %s | " % label + " | ".join(fmt % cell[(label, n)] if (label, n) in cell else "–"
-                                                    for n in lengths) + " |")
-    return "\n".join(lines)
-
-
 def main(argv=None):
     args = parse_args(argv)
-    records = []
-    for variant in V.variants(args.segment, args.only):
-        for length in args.lengths:
-            rec = measure(args, variant, length)
-            print("%-28s %6d  ppl %8.3f  (%.1fs)" % (variant.label, length, rec["perplexity"], rec["seconds"]),
-                  file=sys.stderr, flush=True)
-            records.append(rec)
-    report = {"command": "/usr/bin/python3 tools/quality/ppl_sweep.py " + " ".join(argv or sys.argv[1:]),
-              "model": eval_runner.repo_relative(args.model), "model_name": os.path.basename(args.model.rstrip("/")),
-              "text": eval_runner.repo_relative(args.text), "tokens": args.tokens, "segment": args.segment,
-              "threads": args.threads, "results": records}
-    with open(args.out, "w") as f:
-        json.dump(report, f, indent=1)
-        f.write("\n")
-    print(markdown_table(records))
+    records = sweep.run(args, measure, lambda r: "ppl %8.3f" % r["perplexity"])
+    sweep.write_report(args.out, "ppl_sweep.py", argv, args,
+                       {"text": eval_runner.repo_relative(args.text), "tokens": args.tokens}, records)
+    print(sweep.markdown_table(records, "perplexity", "%.2f"))
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ import eval_runner
 import passkey_sweep
 import plot
 import ppl_sweep
+import sweep
 import variants as V
 
 EVAL = os.environ.get("MCSERVE_EVAL", eval_runner.DEFAULT_EVAL)
@@ -50,7 +51,7 @@ def test_ppl_sweep_measures_every_variant_on_the_same_tokens(ppl_report):
 
 
 def test_markdown_table_has_a_row_per_variant(ppl_report):
-    table = ppl_sweep.markdown_table(ppl_report["results"]).splitlines()
+    table = sweep.markdown_table(ppl_report["results"], "perplexity", "%.2f").splitlines()
     assert table[0] == "| variant | 4 | 16 |" and len(table) == 2 + 11
     assert table[2].startswith("| base | ")
 
