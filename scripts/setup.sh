@@ -20,6 +20,8 @@ packages=(
   openssl curl
   # the King James Bible text the default model is trained on (tools/train, `bible -l0`)
   bible-kjv
+  # the deploy tests (tests/deploy/) read YAML: Kubernetes manifests, Prometheus rules
+  python3-yaml
 )
 
 missing=()
