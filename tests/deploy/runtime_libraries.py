@@ -24,32 +24,35 @@ def resolved(path):
     return dict(re.findall(r"^\s+(\S+) => (\S+)", out, re.M))
 
 
-def owner(path):
-    """The Debian package that installed `path` (None if dpkg does not know it)."""
-    r = subprocess.run(["dpkg", "-S", os.path.realpath(path)], capture_output=True, text=True)
-    if r.returncode != 0:
-        r = subprocess.run(["dpkg", "-S", path], capture_output=True, text=True)
-    return r.stdout.split(":")[0] if r.returncode == 0 else None
+def owners(paths):
+    """{path: the Debian package that installed it} for the paths dpkg knows (one `dpkg -S` for all; a path
+    counts as installed under its real path or under the path itself)."""
+    queries = sorted({q for p in paths for q in (p, os.path.realpath(p))})
+    out = subprocess.run(["dpkg", "-S", *queries], capture_output=True, text=True).stdout  # exit 1: some unknown
+    installed = {}
+    for line in out.splitlines():
+        if ": " in line and not line.startswith("diversion"):
+            package, path = line.split(": ", 1)
+            installed[path] = package.split(":")[0]
+    return {p: installed.get(os.path.realpath(p), installed.get(p)) for p in paths
+            if installed.get(os.path.realpath(p), installed.get(p))}
 
 
 @functools.lru_cache(maxsize=None)
 def debian_packages(server):
     """The packages owning the libraries mcserve and its module link directly."""
-    packages = set()
+    paths = []
     for binary in binaries(server):
-        paths = resolved(binary)
-        for soname in needed(binary):
-            if soname.startswith("ld-linux"):
-                continue  # the dynamic loader, libc6's
-            pkg = owner(paths[soname])
-            if pkg is not None:
-                packages.add(pkg)
-    return frozenset(packages)
+        resolved_paths = resolved(binary)
+        paths += [resolved_paths[s] for s in needed(binary) if not s.startswith("ld-linux")]  # the loader: libc6's
+    return frozenset(owners(paths).values())
 
 
 def cuda_libraries(server):
     """The sonames of the CUDA libraries mcserve loads (directly or through one another)."""
-    return sorted(s for s, p in resolved(server).items() if "/cuda" in os.path.realpath(p) and owner(p) is None)
+    libs = resolved(server)
+    known = owners(list(libs.values()))
+    return sorted(s for s, p in libs.items() if "/cuda" in os.path.realpath(p) and p not in known)
 
 
 @functools.lru_cache(maxsize=None)
@@ -61,7 +64,8 @@ def base_image_packages():
     return frozenset(line.strip() for line in out.splitlines() if not line.startswith((" ", "<")))
 
 
+@functools.lru_cache(maxsize=None)
 def in_debian(packages):
-    """The subset of `packages` that Debian (the configured apt sources, or dpkg's status) has."""
+    """The subset of `packages` (a tuple) that Debian (the configured apt sources, or dpkg's status) has."""
     r = subprocess.run(["apt-cache", "show", "--no-all-versions", *packages], capture_output=True, text=True)
     return set(re.findall(r"^Package: (\S+)$", r.stdout, re.M)) & set(packages)

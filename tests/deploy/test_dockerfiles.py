@@ -98,7 +98,7 @@ def test_runtime_packages_are_the_libraries_mcserve_links(dockerfile, server_bin
 def test_runtime_packages_are_debian_counterparts_of_setup_sh(dockerfile):
     """Every runtime package exists in Debian and comes with setup.sh's -dev packages."""
     _, s = dockerfile
-    packages = dp.apt_installs(s["runtime"])
+    packages = tuple(dp.apt_installs(s["runtime"]))
     assert rl.in_debian(packages) == set(packages)
     stray = runtime_packages(s["runtime"]) - dev_dependency_closure()
     assert not stray, f"{stray}: no -dev package of setup.sh {setup_packages()} depends on them"
