@@ -87,6 +87,7 @@ def test_service_and_service_monitor_reach_the_container_ports(rendered, name):
     assert pdb["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
     hpa = k8s_render.find(objects, "HorizontalPodAutoscaler")
     assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": "mcserve"}
+    assert [m["type"] for m in hpa["spec"]["metrics"]] == ["Pods"]  # a per-pod custom metric (prometheus-adapter)
 
 
 @pytest.mark.parametrize("name", NAMES)
