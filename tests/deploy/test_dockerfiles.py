@@ -51,12 +51,17 @@ def test_build_stage_installs_exactly_setup_sh(dockerfile):
     assert not any("apt" in w for words in runs for w in words[:1]), runs
 
 
-def test_build_stage_runs_build_sh_without_tests_or_benchmarks(dockerfile):
-    path, s = dockerfile
-    runs = [words for r in s["build"].all("RUN") for words in dp.commands(r.args)]
+def build_args(build_stage):
+    """MCSERVE_CMAKE_ARGS of the one `bash scripts/build.sh mcserve` in the build stage."""
+    runs = [words for r in build_stage.all("RUN") for words in dp.commands(r.args)]
     build = [w for w in runs if "scripts/build.sh" in w]
     assert len(build) == 1 and build[0][-1] == "mcserve", build
-    args = dict(w.split("=", 1) for w in build[0] if re.match(r"^[A-Z_]+=", w))["MCSERVE_CMAKE_ARGS"].split()
+    return dict(w.split("=", 1) for w in build[0] if re.match(r"^[A-Z_]+=", w))["MCSERVE_CMAKE_ARGS"].split()
+
+
+def test_build_stage_runs_build_sh_without_tests_or_benchmarks(dockerfile):
+    path, s = dockerfile
+    args = build_args(s["build"])
     assert {"-DMCSERVE_BUILD_TESTS=OFF", "-DMCSERVE_BUILD_BENCH=OFF"} <= set(args), args
     cuda = "-DMCSERVE_CUDA=ON" if path == CUDA else "-DMCSERVE_CUDA=OFF"
     assert cuda in args, args
@@ -144,6 +149,7 @@ def test_environment_ports_model_and_entrypoint(dockerfile):
     assert set(expose.args.split()) == {env["MCSERVE_GRPC_PORT"], env["MCSERVE_HTTP_PORT"]}
     copies = {c.dest: c for c in dp.copies(runtime)}
     assert copies[env["MCSERVE_MODEL"]].sources == ["models/kjv-gdn"]
+    assert f"-DMCSERVE_DEFAULT_MODEL_DIR={env['MCSERVE_MODEL']}" in build_args(s["build"])  # mcserve's default
     assert env["MCSERVE_DEVICE"] == ("cuda" if path == CUDA else "cpu")
     (entry,) = runtime.all("ENTRYPOINT")
     binary = eval(entry.args)[0]  # exec form: a JSON list
