@@ -313,24 +313,7 @@ class MemoryCaching:
             o_mean = rd(Msum / N, q)
             return o_on + o_mean if cfg["mean_combine"] == "add" else 0.5 * (o_on + o_mean)
 
-        # gated kinds: per state head, scores <u, pool>, softmax over the kept cached entries + online
-        pools = torch.stack([self._pool(st, a, b) for (a, b) in cached], 0)     # [N, Hs, K]
-        pool_on = self._pool(st, *online)
-        z_c = torch.einsum("nhk,hk->nh", pools, u).tolist()
-        z_on = (pool_on * u).sum(-1).tolist()
-        Hs = self.rule.Hs
-        gam = [[0.0] * Hs for _ in range(N + 1)]                         # gam[i][h]; i = N is online
-        for h in range(Hs):
-            z = [z_c[i][h] for i in range(N)]
-            keep = list(range(N))
-            if agg == "ssc" and N > cfg["top_k"]:
-                # top_k largest scores, ties -> lower segment index; kept in segment order
-                keep = sorted(sorted(keep, key=lambda i: (-z[i], i))[:cfg["top_k"]])
-            w = _softmax([z[i] for i in keep] + [z_on[h]])
-            for wi, i in zip(w[:-1], keep):
-                gam[i][h] = wi
-            gam[N][h] = w[-1]
-        g = torch.tensor(gam, dtype=o_on.dtype)                          # [N + 1, Hs], 0 = not kept
+        g = self._gammas(st, cached, online, u, o_on.dtype)             # [N + 1, Hs], 0 = not kept
         if agg == "soup":   # mix the matrices (online included), then read once
             S_mix = g[N].view(-1, 1, 1) * S_on
             for i in range(N):
@@ -340,6 +323,29 @@ class MemoryCaching:
         for i in range(N):
             y = y + g[i].view(-1, 1) * o_c[i]
         return y
+
+    def _gammas(self, st, cached, online, u, dtype):
+        """Gate weights [N + 1, Hs] (row N = online; 0 = not kept by SSC's router) of the gated kinds:
+        per state head, scores <u, pool>, softmax over the kept cached entries + online."""
+        cfg = self.cfg
+        N = len(cached)
+        pools = torch.stack([self._pool(st, a, b) for (a, b) in cached], 0)     # [N, Hs, K]
+        pool_on = self._pool(st, *online)
+        z_c = torch.einsum("nhk,hk->nh", pools, u).tolist()
+        z_on = (pool_on * u).sum(-1).tolist()
+        Hs = self.rule.Hs
+        gam = [[0.0] * Hs for _ in range(N + 1)]                         # gam[i][h]; i = N is online
+        for h in range(Hs):
+            z = [z_c[i][h] for i in range(N)]
+            keep = list(range(N))
+            if cfg["aggregation"] == "ssc" and N > cfg["top_k"]:
+                # top_k largest scores, ties -> lower segment index; kept in segment order
+                keep = sorted(sorted(keep, key=lambda i: (-z[i], i))[:cfg["top_k"]])
+            w = _softmax([z[i] for i in keep] + [z_on[h]])
+            for wi, i in zip(w[:-1], keep):
+                gam[i][h] = wi
+            gam[N][h] = w[-1]
+        return torch.tensor(gam, dtype=dtype)
 
 
 def _softmax(z):
