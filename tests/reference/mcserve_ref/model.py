@@ -1,5 +1,6 @@
 """Plain, slow reference causal LMs for mcserve: fla `linear_attn`, `gla`, `delta_net`,
-`gated_deltanet` and mcserve `swla`, `titans` (docs/model-format.md).
+`gated_deltanet` and mcserve `swla`, `titans` (docs/model-format.md).  The deep-memory families
+(`titans` with memory_depth 2, `dla`) live in deep_memory.py and are registered here.
 
 Usage:
     m = CausalLM.from_dir(path, dtype=torch.float64)
@@ -20,7 +21,7 @@ from . import ops
 from .safetensors_io import load_model_dir
 
 FLA_TYPES = ("linear_attn", "gla", "delta_net", "gated_deltanet")
-MC_TYPES = ("swla", "titans")
+MC_TYPES = ("swla", "titans", "dla")
 
 # fla config defaults per family (configuration_*.py), used when a key is absent.
 _DEFAULTS = {
@@ -43,6 +44,9 @@ _DEFAULTS = {
                  head_dim=256, num_heads=6),
     "titans": dict(hidden_size=2048, expand_v=1.0, use_short_conv=True, conv_size=4, use_gate=True,
                    head_dim=256, num_heads=6, memory_depth=1),
+    # deep-memory family (deep_memory.py); its memory_* / inner_chunk_size defaults are deep_memory.DEEP_DEFAULTS
+    "dla": dict(hidden_size=2048, expand_v=1.0, use_short_conv=True, conv_size=4, use_gate=True,
+                head_dim=256, num_heads=6),
 }
 
 
@@ -68,8 +72,9 @@ def resolve_config(cfg):
     if r.get("hidden_ratio") is None:
         r["hidden_ratio"] = 4
     r["intermediate_size"] = ops.intermediate_size(r["hidden_size"], r["hidden_ratio"], cfg.get("intermediate_size"))
-    if mt in ("titans",) and int(r.get("memory_depth", 1)) != 1:
-        raise ValueError("titans: only memory_depth 1 is supported")
+    if mt in ("titans", "dla"):
+        from . import deep_memory
+        deep_memory.check_config(r)
     if cfg.get("attn") is not None:
         raise ValueError("hybrid attention layers (config.attn) are not supported by the reference")
     return r
@@ -528,6 +533,16 @@ MIXERS = {"linear_attn": LinearAttention, "gla": GLA, "delta_net": DeltaNet,
           "gated_deltanet": GatedDeltaNet, "swla": SWLA, "titans": Titans}
 
 
+def mixer_class(cfg):
+    """The mixer of a resolved config: MIXERS, or the deep-memory families of deep_memory.py."""
+    from . import deep_memory
+    if cfg["model_type"] == "dla":
+        return deep_memory.DLA
+    if deep_memory.is_deep(cfg):
+        return deep_memory.DeepTitans
+    return MIXERS[cfg["model_type"]]
+
+
 # =============================================================================== model
 
 class CausalLM:
@@ -546,7 +561,7 @@ class CausalLM:
             p = "model.layers.%d." % i
             layer = dict(
                 attn_norm=W(p + "attn_norm.weight", (H,)),
-                attn=MIXERS[cfg["model_type"]](cfg, W, p + "attn.", dtype),
+                attn=mixer_class(cfg)(cfg, W, p + "attn.", dtype),
                 mlp_norm=W(p + "mlp_norm.weight", (H,)),
                 gate=W(p + "mlp.gate_proj.weight", (I, H)),
                 up=W(p + "mlp.up_proj.weight", (I, H)),
@@ -582,6 +597,10 @@ class CausalLM:
         name = "model.layers.%d.attn.mc.u_proj.weight" % i
         gate = self.mc_cfg["gate"] or ("u_proj" if W.has(name) else "q")
         w_u = W(name, (Hq * K, self.cfg["hidden_size"])) if gate == "u_proj" else None
+        if getattr(attn, "deep", False):   # deep memories: mc_deep.py, the layer's own DeepRule
+            from . import mc_deep
+            attn.mc = mc_deep.DeepMemoryCaching(self.mc_cfg, attn.rule, Hq, w_u)
+            return
         rule = mc_mod.MemoryRule(mt, Hs, K, V, self.dtype)
         attn.mc = mc_mod.MemoryCaching(self.mc_cfg, rule, Hq, w_u)
 
