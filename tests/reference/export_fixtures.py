@@ -75,7 +75,7 @@ COMMON = dict(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_heads=2
 
 ARCH = {"linear_attn": "LinearAttentionForCausalLM", "gla": "GLAForCausalLM",
         "delta_net": "DeltaNetForCausalLM", "gated_deltanet": "GatedDeltaNetForCausalLM",
-        "swla": "SWLAForCausalLM", "titans": "TitansForCausalLM"}
+        "swla": "SWLAForCausalLM", "titans": "TitansForCausalLM", "dla": "DLAForCausalLM"}
 
 
 def cfg(model_type, drop=(), **kw):
@@ -87,6 +87,12 @@ def cfg(model_type, drop=(), **kw):
         c.pop(k, None)
     return c
 
+
+# Deep-memory fixtures: random gates put the MLP memory either at its dead point (retention ~0.5 decays
+# the weights to ~0, where the gradients vanish) or into divergence (inner step ~0.5).  A constant on
+# channel 0 of the embeddings is a bias feature of every layer input; adding to channel 0 of a_proj /
+# b_proj sets retention ~0.99 and step ~0.07 as a trained model would (see _add_bias_channel).
+BIAS_CHANNEL = {"emb": 2.0, "a_proj.weight": 1.5, "b_proj.weight": -0.8}
 
 # name -> (config, options)
 FIXTURES = {
@@ -129,6 +135,13 @@ FIXTURES = {
     "swla": (cfg("swla", head_dim=16, expand_v=1.0, use_short_conv=True, conv_size=4, use_gate=True), {}),
     "titans": (cfg("titans", head_dim=16, expand_v=1.0, use_short_conv=True, conv_size=4, use_gate=False,
                    memory_depth=1), {}),
+    # deep (MLP) memories, docs/model-format.md: titans memory_depth 2 with the memory_* / inner_chunk_size
+    # keys absent (defaults: expansion 4, no LN, b = 1); dla with every key written, LN on, b = 4
+    "titans_mlp": (cfg("titans", head_dim=16, expand_v=1.0, use_short_conv=True, conv_size=4, use_gate=False,
+                       memory_depth=2, intermediate_size=32), {"deep": True, "bias_channel": BIAS_CHANNEL}),
+    "dla": (cfg("dla", head_dim=16, expand_v=1.0, use_short_conv=True, conv_size=4, use_gate=True,
+                memory_expansion=2, memory_layer_norm=True, inner_chunk_size=4, intermediate_size=32),
+            {"deep": True, "bias_channel": BIAS_CHANNEL}),
     # Memory Caching with learned gate weights (attn.mc.u_proj); its golden is computed WITH MC
     "gated_deltanet_mc_uproj": (cfg("gated_deltanet", attn_mode="chunk", head_dim=16, expand_v=1.0, num_v_heads=None,
                                     use_gate=True, use_short_conv=True, conv_size=4, allow_neg_eigval=False,
@@ -169,6 +182,38 @@ def mc_variants():
     out.append(("grm_independent_c4_layer1", mc_object("grm", layers=[1])))
     out.append(("grm_independent_c1", mc_object("grm", segment_size=1)))
     return out
+
+
+DEEP_MC_BASES = ("titans_mlp", "dla")
+ALL_MC_BASES = MC_BASES + DEEP_MC_BASES
+
+
+def deep_mc_variants(base):
+    """[(name, memory_caching object)], the golden variants of a deep-memory base (a smaller set: each
+    variant file is 45 KB).  dla (inner_chunk_size 4) adds segments of 6, where the inner chunks
+    restart at every segment start ([1-4] [5-6] | [7-10] [11-12] | ...); titans_mlp adds segment size 1."""
+    out = []
+    for agg in ("residual", "grm", "soup", "ssc"):
+        for init in ("independent", "checkpoint"):
+            out.append(("%s_%s_c4" % (agg, init), mc_object(agg, init)))
+    out.append(("mean_add_independent_c4", mc_object("mean", "independent")))
+    out.append(("mean_add_checkpoint_c4", mc_object("mean", "checkpoint")))
+    out.append(("mean_average_independent_c4", mc_object("mean", "independent", mean_combine="average")))
+    out.append(("grm_independent_log", mc_object("grm", "independent", "logarithmic")))
+    out.append(("grm_checkpoint_log", mc_object("grm", "checkpoint", "logarithmic")))
+    out.append(("residual_independent_log", mc_object("residual", "independent", "logarithmic")))
+    out.append(("ssc_checkpoint_log", mc_object("ssc", "checkpoint", "logarithmic")))
+    if base == "dla":
+        out.append(("grm_checkpoint_c6", mc_object("grm", "checkpoint", segment_size=6)))
+        out.append(("soup_independent_c6", mc_object("soup", "independent", segment_size=6)))
+    else:
+        out.append(("grm_independent_c1", mc_object("grm", segment_size=1)))
+    return out
+
+
+def mc_variants_for(base):
+    """The golden variants of any MC base: mc_variants() for the linear bases, deep_mc_variants(base) else."""
+    return deep_mc_variants(base) if base in DEEP_MC_BASES else mc_variants()
 
 
 # ------------------------------------------------------------------------------- parameters
@@ -231,7 +276,7 @@ def param_specs(c):
             if r["use_gate"]:
                 specs.append((a + "g_proj.weight", (vd, H), "lin"))
             specs += [(a + "o_norm.weight", (dv,), "norm"), (a + "o_proj.weight", (H, vd), "out")]
-        else:  # gated_deltanet, swla, titans
+        else:  # gated_deltanet, swla, titans, dla
             nh = r["num_heads"]
             nv = (r.get("num_v_heads") or nh) if mt == "gated_deltanet" else nh
             dk = r["head_dim"]
@@ -246,9 +291,11 @@ def param_specs(c):
                 specs += [(a + "a_proj.weight", (nh, H), "lin"), (a + "b_proj.weight", (nh, H), "lin"),
                           (a + "l_proj.weight", (nh, H), "lin"),
                           (a + "A_log", (nh,), "A_log"), (a + "dt_bias", (nh,), "dt_bias")]
-            else:
+            elif mt == "titans":
                 specs += [(a + "a_proj.weight", (nh, H), "retain"), (a + "m_proj.weight", (nh, H), "lin"),
                           (a + "b_proj.weight", (nh, H), "lin")]
+            else:  # dla
+                specs += [(a + "b_proj.weight", (nh, H), "lin")]
             if r["use_short_conv"]:
                 W = r["conv_size"]
                 specs += [(a + "q_conv1d.weight", (kd, 1, W), "conv"), (a + "k_conv1d.weight", (kd, 1, W), "conv"),
@@ -256,13 +303,19 @@ def param_specs(c):
             if r["use_gate"]:
                 specs.append((a + "g_proj.weight", (vd, H), "lin"))
             specs += [(a + "o_norm.weight", (dv,), "norm"), (a + "o_proj.weight", (H, vd), "out")]
+            if mt == "dla" or (mt == "titans" and r["memory_depth"] == 2):
+                # deep memory: initial weights per head (fan-in scaled: W2 x ~ N(0, 1/d) for unit-norm x)
+                E = r["memory_expansion"] * dk
+                specs += [(a + "memory.w1", (nh, dk, E), "lin"), (a + "memory.w2", (nh, E, dk), "lin")]
+                if r["memory_layer_norm"]:
+                    specs += [(a + "memory.ln.weight", (dk,), "norm"), (a + "memory.ln.bias", (dk,), "bias")]
         specs += [(p + "mlp_norm.weight", (H,), "norm"), (p + "mlp.gate_proj.weight", (I, H), "lin"),
                   (p + "mlp.up_proj.weight", (I, H), "lin"), (p + "mlp.down_proj.weight", (H, I), "out")]
     # tied heads: a random-sign final norm weight breaks the "repeat the input token" attractor
     mcc = r.get("memory_caching")
     if mcc and mcc.get("gate") == "u_proj" and mcc.get("aggregation") != "none":
         # MC gate projection [num_q_heads * K, hidden], K = head_k (generator: GDN-like families only)
-        if mt not in ("gated_deltanet", "swla", "titans"):
+        if mt not in ("gated_deltanet", "swla", "titans", "dla"):
             raise NotImplementedError("u_proj fixtures are generated for GDN-like families only")
         layers = mcc.get("layers", "all")
         for i in range(r["num_hidden_layers"]) if layers == "all" else layers:
@@ -306,6 +359,32 @@ def init_params(specs, rng, opts):
     return out
 
 
+def _add_bias_channel(params, spec):
+    """Adds spec["emb"] to channel 0 of model.embeddings.weight and spec[suffix] to channel 0 (input
+    column 0) of every `attn.<suffix>` present, in place (after the RNG draws: the stream is unchanged)."""
+    params["model.embeddings.weight"][:, 0] += np.float32(spec["emb"])
+    for name, a in params.items():
+        for suffix, add in spec.items():
+            if suffix != "emb" and name.endswith(".attn." + suffix):
+                a[:, 0] += np.float32(add)
+
+
+def _deep_memory_healthy(config, tensors):
+    """Deep fixtures: on a 70-token sequence (the prompt + RandomState(123) ids, as test_models) every
+    layer's MLP memory stays alive and bounded (0.05 <= max|W1| <= 30) and the float32 reference is
+    within 2e-4 of the float64 logits (so an f32 engine can be held to the usual tolerance)."""
+    ids = encode_prompt()
+    rng = np.random.RandomState(123)
+    ids = ids + [int(i) for i in rng.randint(3, config["vocab_size"], size=70 - len(ids))]
+    m = CausalLM(config, tensors, dtype=torch.float64)
+    state = m.new_state()
+    ref = m.step(ids, state)
+    if not all(0.05 <= float(s["W1"].abs().max()) <= 30 for s in state):
+        return False
+    f32 = CausalLM(config, tensors, dtype=torch.float32).forward(ids).double()
+    return float((f32 - ref).abs().max()) <= 2e-4
+
+
 def to_tensors(params, dtype):
     return {n: st.make_tensor(a, dtype) for n, a in params.items()}
 
@@ -341,13 +420,15 @@ def build_fixture(name, out_root=MODELS):
         seed = (base + 7919 * attempt) % (2 ** 31)
         rng = np.random.RandomState(seed)
         params = init_params(param_specs(config), rng, opts)
+        if opts.get("bias_channel"):
+            _add_bias_channel(params, opts["bias_channel"])
         tensors = to_tensors(params, dtype)
         if opts.get("legacy_D"):
             nh = config["num_heads"]
             for i in range(config["num_hidden_layers"]):
                 tensors["model.layers.%d.attn.D" % i] = st.make_tensor(np.ones(nh, np.float32), dtype)
         logits, greedy, margins = _evaluate(config, tensors, prompt_ids)
-        if _acceptable(logits, greedy, margins):
+        if _acceptable(logits, greedy, margins) and (not opts.get("deep") or _deep_memory_healthy(config, tensors)):
             break
     else:
         raise RuntimeError("%s: no acceptable seed found" % name)
@@ -410,7 +491,7 @@ def build_mc_goldens(base, out_root=MC_DATA):
         shutil.rmtree(d)
     os.makedirs(d)
     listing = []
-    for name, obj in mc_variants():
+    for name, obj in mc_variants_for(base):
         c = dict(config, memory_caching=obj)
         logits, greedy, margins = _evaluate(c, tensors, prompt_ids)
         st.save_file({
@@ -500,10 +581,10 @@ def main(argv=None):
             print("%-26s %7d bytes  seed-search ok" % (n, size))
     mc_out = a.mc_out or (MC_DATA if os.path.abspath(a.out) == os.path.abspath(MODELS) else None)
     if (a.mc or not a.only) and mc_out:
-        for b in MC_BASES:
+        for b in ALL_MC_BASES:
             d = build_mc_goldens(b, mc_out)
             size = sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d))
-            print("mc/%-23s %7d bytes  %d variants" % (b, size, len(mc_variants())))
+            print("mc/%-23s %7d bytes  %d variants" % (b, size, len(mc_variants_for(b))))
 
 
 if __name__ == "__main__":
