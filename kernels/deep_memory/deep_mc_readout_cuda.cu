@@ -4,7 +4,7 @@
 // gates match the CPU exactly. Then the memories are read with their rows streamed from global
 // memory, a warp per row (deep_memory_warp.h):
 //   kSum / kSoftmax / kTopKSoftmax: acc = γ_on·o_on; per entry with γ ≠ 0 (dropped SSC pages are
-//     never read): z = c·W2·q → GELU → y = c·W1·h, acc += γ·(q + N(y)); three barriers per page.
+//     never read): z = c·W2·q → GELU → y = c·W1·h, acc += γ·(q + N(y)); two barriers per page.
 //   kSoup: z* = γ_on·W2_on·q + Σ γ·c·W2·q (a warp owns the same rows for every memory, so no barrier
 //     between memories), h* = GELU(z*), y* = γ_on·W1_on·h* + Σ γ·c·W1·h*, out = q + N(y*).
 // N (a layer norm) runs on thread 0 with the CPU's serial math. Page tensors are given on the host as
@@ -141,7 +141,8 @@ __global__ void DeepReadoutKernel(ReadoutParams p) {
       } else if (tid == 0) {
         math::AccumulateOutput(q_s, y_s, ln_w, ln_b, p.eps, d, g, y_s, acc_s);
       }
-      __syncthreads();
+      // No barrier: the next page writes z_s (read by the y pass, behind this page's second barrier)
+      // and y_s only after its own first barrier, which every accumulating thread reaches first.
     }
     __syncthreads();  // acc_s complete (also with no entry)
     for (int j = tid; j < d; j += nthreads) out[j] = acc_s[j];

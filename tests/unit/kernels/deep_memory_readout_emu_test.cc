@@ -1,0 +1,259 @@
+// DeepMcReadout on the CUDA emulator against the CPU backend: every combine kind (Residual with two
+// weight pairs, GRM, SSC with several k, Soup by activation mixing) with and without the layer norm,
+// page weight scales, shared pages and empty lists, a d = 64 head, extreme scores, out aliasing
+// online, no pages, both emulator schedules bit-identical, soup's device-side slot check and
+// validation on cuda-emu.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "emu_test_util.h"
+#include "gtest/gtest.h"
+#include "kernels/deep_memory/deep_mc_readout.h"
+#include "random_inputs.h"
+
+namespace mcserve::kernels {
+namespace {
+
+// Host data of one call (see deep_memory_readout_test.cc): pages mem [H, P], pooled [H, d], scale;
+// soup's online_memory [slots, H, P] with sequences `lens` on `slot_ids`.
+struct Case {
+  int64_t t = 0, h = 0, d = 0, x = 4;
+  bool ln = false;
+  std::vector<std::vector<int32_t>> lists;
+  std::vector<float> q, u, pool_on, online, ln_w, ln_b;
+  std::vector<std::vector<float>> mem, pooled;
+  std::vector<float> scale;
+  int64_t slots = 4;
+  std::vector<float> online_memory;
+  std::vector<int32_t> lens, slot_ids;
+  int64_t p() const { return 2 * x * d * d; }
+};
+
+std::vector<float> RandomWeights(int64_t heads, int64_t d, int64_t e, uint32_t seed) {
+  std::vector<float> w = RandomVector(heads * 2 * e * d, seed);
+  for (size_t i = 0; i < w.size(); ++i) w[i] /= static_cast<float>(std::sqrt(double(i % (2 * e * d) < e * d ? d : e)));
+  return w;
+}
+
+Case RandomCase(int64_t t, int64_t h, int64_t d, int num_pages, bool ln, uint32_t seed, double density = 0.7) {
+  Case c;
+  c.t = t;
+  c.h = h;
+  c.d = d;
+  c.ln = ln;
+  c.q = RandomVector(t * h * d, seed + 1);
+  c.u = RandomVector(t * h * d, seed + 2, -2.0f, 2.0f);
+  c.pool_on = RandomVector(t * h * d, seed + 3);
+  c.online = RandomVector(t * h * d, seed + 4);
+  if (ln) {
+    c.ln_w = RandomVector(h * d, seed + 5, 0.5f, 1.5f);
+    c.ln_b = RandomVector(h * d, seed + 6, -0.2f, 0.2f);
+  }
+  for (int i = 0; i < num_pages; ++i) {
+    c.mem.push_back(RandomWeights(h, d, c.x * d, seed + 100 + i));
+    c.pooled.push_back(RandomVector(h * d, seed + 200 + i));
+    c.scale.push_back(RandomVector(1, seed + 300 + i, 0.5f, 1.5f)[0]);
+  }
+  std::mt19937 rng(seed);
+  std::bernoulli_distribution take(density);
+  for (int64_t i = 0; i < t; ++i) {
+    std::vector<int32_t> list;
+    if (i % 5 != 2 && num_pages > 0) {
+      for (int p = 0; p < num_pages; ++p) {
+        if (p == 0 || take(rng)) list.push_back(p);
+      }
+      std::shuffle(list.begin(), list.end(), rng);
+    }
+    c.lists.push_back(list);
+  }
+  c.online_memory = RandomWeights(c.slots * h, d, c.x * d, seed + 7);
+  c.lens = {static_cast<int32_t>(t / 2), 0, static_cast<int32_t>(t - t / 2)};
+  c.slot_ids = {3, 1, 0};
+  return c;
+}
+
+struct Options {
+  DeepMcCombine kind = DeepMcCombine::kSoftmax;
+  int top_k = 2;
+  float online_weight = 1.0f, cached_weight = 1.0f;
+};
+
+struct Result {
+  absl::Status status;
+  std::vector<float> out;
+};
+
+// One call on `dev`; out is a fresh zero tensor, or `online` itself when alias_online.
+Result RunReadout(const Case& c, const Options& o, Device dev, bool alias_online = false) {
+  const int64_t t = c.t, h = c.h, d = c.d;
+  const bool gated = o.kind != DeepMcCombine::kSum, soup = o.kind == DeepMcCombine::kSoup;
+  auto f32 = [&](const std::vector<float>& v, Shape s) { return *Tensor::FromHost(v, std::move(s), dev); };
+  auto i32 = [&](const std::vector<int32_t>& v) {
+    return *Tensor::FromHostI32(v, {static_cast<int64_t>(v.size())}, dev);
+  };
+  Tensor q = f32(c.q, {t, h, d}), u = f32(c.u, {t, h, d}), pool_on = f32(c.pool_on, {t, h, d});
+  Tensor online = f32(c.online, {t, h, d}), out = *Tensor::Zeros(DType::kF32, {t, h, d}, dev);
+  std::vector<int32_t> off = {0}, idx, cu = {0};
+  for (const auto& list : c.lists) {
+    idx.insert(idx.end(), list.begin(), list.end());
+    off.push_back(static_cast<int32_t>(idx.size()));
+  }
+  for (int32_t n : c.lens) cu.push_back(cu.back() + n);
+  Tensor offsets = i32(off), token_pages = i32(idx), cut = i32(cu), slots = i32(c.slot_ids);
+  Tensor online_memory = f32(c.online_memory, {c.slots, h, c.p()});
+  Tensor ln_w = c.ln ? f32(c.ln_w, {h, d}) : Tensor(), ln_b = c.ln ? f32(c.ln_b, {h, d}) : Tensor();
+  std::vector<Tensor> mem, pooled;
+  for (size_t i = 0; i < c.mem.size(); ++i) {
+    mem.push_back(f32(c.mem[i], {h, c.p()}));
+    pooled.push_back(f32(c.pooled[i], {h, d}));
+  }
+  std::vector<DeepMcPage> pages;
+  for (size_t i = 0; i < mem.size(); ++i) pages.push_back({&mem[i], &pooled[i], c.scale[i]});
+  DeepMcReadoutArgs args;
+  args.combine = o.kind;
+  args.expansion = static_cast<int>(c.x);
+  args.top_k = o.top_k;
+  args.online_weight = o.online_weight;
+  args.cached_weight = o.cached_weight;
+  if (c.ln) {
+    args.ln_weight = &ln_w;
+    args.ln_bias = &ln_b;
+  }
+  args.q = &q;
+  if (gated) {
+    args.u = &u;
+    args.online_pool = &pool_on;
+  }
+  if (soup) {
+    args.online_memory = &online_memory;
+    args.layout = {&cut, &slots};
+  } else {
+    args.online = &online;
+  }
+  args.pages = pages;
+  args.token_page_offsets = &offsets;
+  args.token_pages = &token_pages;
+  args.out = alias_online && !soup ? &online : &out;
+  Result r;
+  r.status = DeepMcReadout(Context{.device = dev}, args);
+  r.out = *args.out->ToHostF32();
+  return r;
+}
+
+// Dot products sum in another order on the device; measured differences are a few ulps.
+constexpr float kTol = 1e-5f;
+
+// Runs on the CPU and on the device under test under both schedules; compares; returns the device's.
+std::vector<float> CheckAgainstCpu(const Case& c, const Options& o, const std::string& what,
+                                   bool alias_online = false) {
+  SCOPED_TRACE(what);
+  const Result cpu = RunReadout(c, o, Device::kCpu, alias_online);
+  EXPECT_TRUE(cpu.status.ok()) << cpu.status;
+  auto [fwd, rev] = RunSchedules([&] { return RunReadout(c, o, DeviceUnderTest(), alias_online); });
+  EXPECT_TRUE(fwd.status.ok()) << fwd.status;
+  EXPECT_TRUE(rev.status.ok()) << rev.status;
+  EXPECT_EQ(fwd.out, rev.out) << "schedules differ";
+  ExpectNear(fwd.out, cpu.out, kTol, what.c_str());
+  return fwd.out;
+}
+
+std::vector<Options> AllOptions() {
+  return {{.kind = DeepMcCombine::kSum},
+          {.kind = DeepMcCombine::kSum, .online_weight = 0.5f, .cached_weight = 0.25f},
+          {.kind = DeepMcCombine::kSoftmax},
+          {.kind = DeepMcCombine::kTopKSoftmax, .top_k = 1},
+          {.kind = DeepMcCombine::kTopKSoftmax, .top_k = 3},
+          {.kind = DeepMcCombine::kSoup}};
+}
+
+TEST(DeepMcReadoutEmuTest, EveryKindMatchesCpu) {
+  for (bool ln : {false, true}) {
+    // d = 12, e = 48: two warps, the second partly idle on rows.
+    const Case c = RandomCase(/*t=*/7, /*h=*/2, /*d=*/12, /*num_pages=*/4, ln, ln ? 2 : 1);
+    for (const Options& o : AllOptions()) {
+      CheckAgainstCpu(c, o, "kind " + std::to_string(static_cast<int>(o.kind)) + " top_k " + std::to_string(o.top_k) +
+                                (ln ? " ln" : ""));
+    }
+  }
+}
+
+TEST(DeepMcReadoutEmuTest, LargeHeadMatchesCpu) {
+  const Case c = RandomCase(/*t=*/2, /*h=*/1, /*d=*/64, /*num_pages=*/2, true, 3, /*density=*/1.0);
+  for (DeepMcCombine kind : {DeepMcCombine::kSoftmax, DeepMcCombine::kSoup}) {
+    CheckAgainstCpu(c, {.kind = kind}, "d64 kind " + std::to_string(static_cast<int>(kind)));
+  }
+}
+
+TEST(DeepMcReadoutEmuTest, ExtremeScoresAndAliasing) {
+  Case c = RandomCase(/*t=*/5, /*h=*/2, /*d=*/8, /*num_pages=*/4, true, 4);
+  for (float& x : c.u) x *= 60.0f;  // scores of several hundred: most exps underflow to 0
+  for (DeepMcCombine kind : {DeepMcCombine::kSoftmax, DeepMcCombine::kTopKSoftmax, DeepMcCombine::kSoup}) {
+    const std::vector<float> got = CheckAgainstCpu(c, {.kind = kind, .top_k = 2}, "extreme");
+    for (float y : got) ASSERT_TRUE(std::isfinite(y));
+  }
+  for (const Options& o : AllOptions()) CheckAgainstCpu(c, o, "alias", /*alias_online=*/true);
+}
+
+TEST(DeepMcReadoutEmuTest, NoPagesGivesTheOnlineMemory) {
+  const Case c = RandomCase(/*t=*/3, /*h=*/2, /*d=*/8, /*num_pages=*/0, false, 5);
+  for (DeepMcCombine kind : {DeepMcCombine::kSoftmax, DeepMcCombine::kTopKSoftmax}) {
+    const Result r = RunReadout(c, {.kind = kind}, DeviceUnderTest());
+    ASSERT_TRUE(r.status.ok()) << r.status;
+    EXPECT_EQ(r.out, c.online);  // γ_on is exactly 1
+  }
+  CheckAgainstCpu(c, {.kind = DeepMcCombine::kSoup}, "soup without pages");
+  CheckAgainstCpu(c, {.kind = DeepMcCombine::kSum, .online_weight = 0.5f}, "sum without pages");
+}
+
+// Soup's layout lives on the device: a sequence on a slot outside [0, num_slots) gets NaN outputs.
+TEST(DeepMcReadoutEmuTest, SoupBadSlotGivesNaN) {
+  Case c = RandomCase(/*t=*/4, /*h=*/1, /*d=*/8, /*num_pages=*/2, false, 6);
+  const Result ok = RunReadout(c, {.kind = DeepMcCombine::kSoup}, DeviceUnderTest());
+  ASSERT_TRUE(ok.status.ok()) << ok.status;
+  c.slot_ids = {3, 1, 9};
+  const Result r = RunReadout(c, {.kind = DeepMcCombine::kSoup}, DeviceUnderTest());
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  for (int64_t i = 0; i < c.t * c.d; ++i) {
+    if (i < c.lens[0] * c.d) {
+      EXPECT_EQ(r.out[i], ok.out[i]) << i;
+    } else {
+      EXPECT_TRUE(std::isnan(r.out[i])) << i;
+    }
+  }
+}
+
+TEST(DeepMcReadoutEmuTest, RejectsBadInputOnCudaEmu) {
+  Case c = RandomCase(/*t=*/3, /*h=*/1, /*d=*/4, /*num_pages=*/2, false, 7);
+  c.lists[0].push_back(2);  // page 2 of 2
+  Result r = RunReadout(c, {.kind = DeepMcCombine::kSoftmax}, DeviceUnderTest());
+  EXPECT_EQ(r.status.code(), absl::StatusCode::kInvalidArgument) << r.status;
+  EXPECT_NE(r.status.message().find("token_pages"), std::string::npos) << r.status;
+  c.lists[0].pop_back();
+  r = RunReadout(c, {.kind = DeepMcCombine::kTopKSoftmax, .top_k = 0}, DeviceUnderTest());
+  EXPECT_EQ(r.status.code(), absl::StatusCode::kInvalidArgument) << r.status;
+  // A page left on the CPU while the call runs on the device.
+  const Device dev = DeviceUnderTest();
+  Tensor q = *Tensor::Zeros(DType::kF32, {1, 1, 4}, dev), online = *Tensor::Zeros(DType::kF32, {1, 1, 4}, dev);
+  Tensor out = *Tensor::Zeros(DType::kF32, {1, 1, 4}, dev), mem = *Tensor::Zeros(DType::kF32, {1, 128}, Device::kCpu);
+  const int32_t off[2] = {0, 1}, idx = 0;
+  Tensor off_t = *Tensor::FromHostI32(off, {2}, dev), idx_t = *Tensor::FromHostI32({&idx, 1}, {1}, dev);
+  const DeepMcPage page{.memory = &mem};
+  DeepMcReadoutArgs args;
+  args.combine = DeepMcCombine::kSum;
+  args.q = &q;
+  args.online = &online;
+  args.pages = {&page, 1};
+  args.token_page_offsets = &off_t;
+  args.token_pages = &idx_t;
+  args.out = &out;
+  const absl::Status s = DeepMcReadout(Context{.device = dev}, args);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("pages[0].memory"), std::string::npos) << s;
+}
+
+}  // namespace
+}  // namespace mcserve::kernels
