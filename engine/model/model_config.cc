@@ -17,7 +17,7 @@ namespace {
 
 using nlohmann::json;
 
-constexpr const char* kSupportedTypes = "linear_attn, gla, delta_net, gated_deltanet, swla, titans";
+constexpr const char* kSupportedTypes = "linear_attn, gla, delta_net, gated_deltanet, swla, titans, dla";
 
 // Typed access to config.json keys; every error names the key and the file.
 class ConfigReader {
@@ -98,6 +98,7 @@ absl::StatusOr<ModelFamily> FamilyOf(const std::string& type, const ConfigReader
   if (type == "gated_deltanet") return ModelFamily::kGatedDeltaNet;
   if (type == "swla") return ModelFamily::kSwla;
   if (type == "titans") return ModelFamily::kTitans;
+  if (type == "dla") return ModelFamily::kDla;
   return r.Error(absl::StrCat("unsupported model_type \"", type, "\" (supported: ", kSupportedTypes, ")"));
 }
 
@@ -278,7 +279,32 @@ absl::Status ReadDeltaNet(const ConfigReader& r, ModelConfig& c) {
   return absl::OkStatus();
 }
 
-// gated_deltanet, swla, titans: head_k = head_dim, head_v = int(head_dim·expand_v).
+// titans' memory_depth (1: matrix, 2: MLP) and dla's (always the MLP), then the MLP memory's fields.
+absl::Status ReadMemoryDepth(const ConfigReader& r, ModelConfig& c) {
+  const bool dla = c.family == ModelFamily::kDla;
+  MCSERVE_ASSIGN_OR_RETURN(c.memory_depth, r.Int("memory_depth", dla ? 2 : 1, /*null_is_default=*/true));
+  if (dla && c.memory_depth != 2) {
+    return r.Error(absl::StrCat("dla: the memory is always the 2-layer MLP (\"memory_depth\" 2), got ",
+                                c.memory_depth));
+  }
+  if (c.memory_depth != 1 && c.memory_depth != 2) {
+    return r.Error(absl::StrCat("titans: \"memory_depth\" must be 1 (matrix memory) or 2 (MLP memory), got ",
+                                c.memory_depth));
+  }
+  if (c.memory_depth == 1) return absl::OkStatus();
+  if (c.head_v_dim != c.head_k_dim) {
+    return r.Error(absl::StrCat("the MLP memory maps head_dim to head_dim, so head_v = head_dim·expand_v (",
+                                c.head_v_dim, ") must equal head_dim (", c.head_k_dim, "); set expand_v to 1"));
+  }
+  MCSERVE_ASSIGN_OR_RETURN(c.memory_expansion, r.Int("memory_expansion", 4, /*null_is_default=*/true));
+  MCSERVE_RETURN_IF_ERROR(r.Positive("memory_expansion", static_cast<double>(c.memory_expansion)));
+  MCSERVE_ASSIGN_OR_RETURN(c.inner_chunk_size, r.Int("inner_chunk_size", 1, /*null_is_default=*/true));
+  MCSERVE_RETURN_IF_ERROR(r.Positive("inner_chunk_size", static_cast<double>(c.inner_chunk_size)));
+  MCSERVE_ASSIGN_OR_RETURN(c.memory_layer_norm, r.Bool("memory_layer_norm", false));
+  return absl::OkStatus();
+}
+
+// gated_deltanet, swla, titans, dla: head_k = head_dim, head_v = int(head_dim·expand_v).
 absl::Status ReadHeadDimFamily(const ConfigReader& r, ModelConfig& c) {
   const bool gdn = c.family == ModelFamily::kGatedDeltaNet;
   MCSERVE_ASSIGN_OR_RETURN(c.num_heads, r.Int("num_heads", 6));
@@ -313,13 +339,7 @@ absl::Status ReadHeadDimFamily(const ConfigReader& r, ModelConfig& c) {
   }
   c.qk_activation = FeatureMapType::kSilu;
   c.qk_norm = QkNorm::kL2;
-  if (c.family == ModelFamily::kTitans) {
-    MCSERVE_ASSIGN_OR_RETURN(c.memory_depth, r.Int("memory_depth", 1));
-    if (c.memory_depth != 1) {
-      return absl::UnimplementedError(absl::StrCat(r.source(), ": titans \"memory_depth\" ", c.memory_depth,
-                                                   " is not supported (only the linear memory_depth 1)"));
-    }
-  }
+  if (c.family == ModelFamily::kTitans || c.family == ModelFamily::kDla) MCSERVE_RETURN_IF_ERROR(ReadMemoryDepth(r, c));
   return absl::OkStatus();
 }
 
@@ -373,7 +393,8 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const
     case ModelFamily::kDeltaNet: MCSERVE_RETURN_IF_ERROR(ReadDeltaNet(r, c)); break;
     case ModelFamily::kGatedDeltaNet:
     case ModelFamily::kSwla:
-    case ModelFamily::kTitans: MCSERVE_RETURN_IF_ERROR(ReadHeadDimFamily(r, c)); break;
+    case ModelFamily::kTitans:
+    case ModelFamily::kDla: MCSERVE_RETURN_IF_ERROR(ReadHeadDimFamily(r, c)); break;
   }
   if (c.use_short_conv) MCSERVE_RETURN_IF_ERROR(r.Positive("conv_size", c.conv_size));
   return c;

@@ -11,7 +11,7 @@
 
 namespace mcserve::engine {
 
-enum class ModelFamily { kLinearAttn, kGla, kDeltaNet, kGatedDeltaNet, kSwla, kTitans };
+enum class ModelFamily { kLinearAttn, kGla, kDeltaNet, kGatedDeltaNet, kSwla, kTitans, kDla };
 
 // fla linear-attention feature maps (config `feature_map`), and GLA/DeltaNet q/k activations.
 enum class FeatureMapType { kIdentity, kElu, kRelu, kHadamard, kHedgehog, kT2R, kDpfp, kSilu };
@@ -63,8 +63,15 @@ struct ModelConfig {
   int64_t gate_low_rank_dim = 16;
   float gate_logit_normalizer = 16.0f;
 
-  // titans.
+  // titans: 1 = matrix memory, 2 = MLP memory; dla: always 2 (docs/model-format.md).
   int64_t memory_depth = 1;
+  // Deep (MLP) memories, memory_depth 2: M(x) = x + [LN](W1 GELU(W2 x)), W2 [expansion·d, d].
+  int64_t memory_expansion = 4;
+  bool memory_layer_norm = false;
+  int64_t inner_chunk_size = 1;  // b: tokens per inner mini-batch (gradients at the chunk's anchor)
+
+  // True for the families whose memory is an MLP per head (dla, titans with memory_depth 2).
+  bool deep_memory() const { return memory_depth == 2; }
 
   // Memory Caching (config.json `memory_caching`); nullopt = off.
   std::optional<McConfig> memory_caching;

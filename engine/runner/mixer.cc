@@ -10,7 +10,9 @@ absl::StatusOr<std::unique_ptr<Mixer>> MakeMixer(const ModelConfig& config, cons
     case ModelFamily::kDeltaNet:
     case ModelFamily::kGatedDeltaNet: return MakeDeltaMixer(config, weights, layer);
     case ModelFamily::kSwla: return MakeSwlaMixer(config, weights, layer);
-    case ModelFamily::kTitans: return MakeTitansMixer(config, weights, layer);
+    case ModelFamily::kTitans:
+      return config.deep_memory() ? MakeDeepMemoryMixer(config, weights, layer) : MakeTitansMixer(config, weights, layer);
+    case ModelFamily::kDla: return MakeDeepMemoryMixer(config, weights, layer);
   }
   return absl::InternalError("unknown model family");
 }

@@ -51,7 +51,7 @@ absl::StatusOr<QkvPipeline::Qkv> QkvPipeline::Run(const Context& ctx, const Tens
   MCSERVE_ASSIGN_OR_RETURN(Tensor k, RunQk(ctx, k_, x, layout, state));
   MCSERVE_ASSIGN_OR_RETURN(Tensor v, v_.Run(ctx, x, layout, state));
   const float eps = o.qk_l2 ? 1e-6f : 0.0f;
-  MCSERVE_RETURN_IF_ERROR(NormalizeRows(ctx, q, o.dk, o.qk_l2, eps, QueryScale(o.dk)));
+  MCSERVE_RETURN_IF_ERROR(NormalizeRows(ctx, q, o.dk, o.qk_l2, eps, o.scale_q ? QueryScale(o.dk) : 1.0f));
   MCSERVE_RETURN_IF_ERROR(NormalizeRows(ctx, k, o.dk, o.qk_l2, eps, 1.0f));
   Qkv out;
   MCSERVE_ASSIGN_OR_RETURN(out.q, q.Reshape({t, o.q_heads, o.dk}));

@@ -22,6 +22,7 @@ struct QkvOptions {
   int64_t conv_size = 4;
   kernels::ActivationKind qk_act = kernels::ActivationKind::kSilu;  // SiLU runs inside the conv
   bool qk_l2 = true;  // L2 (eps 1e-6); false: sum normalisation (no eps)
+  bool scale_q = true;  // q times dk^-0.5 (matrix memories); the MLP memories read unit-norm q
 };
 
 // SWLA / Titans: num_heads q, k and v heads of head_k_dim / head_v_dim, SiLU + L2 (GDN's pipeline).
@@ -35,7 +36,7 @@ class QkvPipeline {
   void AddStateSpecs(std::vector<StateSpec>* specs) const;
 
   struct Qkv {
-    kernels::Tensor q;  // [T, q_heads, dk], normalised and scaled by dk^-0.5
+    kernels::Tensor q;  // [T, q_heads, dk], normalised (and scaled by dk^-0.5 when scale_q)
     kernels::Tensor k;  // [T, q_heads, dk], normalised
     kernels::Tensor v;  // [T, v_heads, dv]
   };

@@ -25,6 +25,8 @@ class WeightBinder {
   // A tensor with exactly `shape`, converted to F32, on the device.
   absl::StatusOr<kernels::Tensor> Float(std::string_view name, const kernels::Shape& shape) const;
   bool Has(std::string_view name) const { return store_->Has(name); }
+  // The device the weights are bound to.
+  kernels::Device device() const { return device_; }
 
  private:
   // The stored (host) tensor with exactly `shape`; InvalidArgument for an I32 tensor.

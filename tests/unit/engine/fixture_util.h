@@ -13,23 +13,11 @@
 
 namespace mcserve::testing {
 
-// Fixtures the reference defines but the engine does not serve yet: the deep (MLP) memories of
-// issue 9. DeepMemoryFixturesAreRejected (model_parity_test.cc) pins the engine's error for each,
-// and fails once the engine loads one, so that it joins FixtureNames() then.
-inline const std::vector<std::string>& UnservedFixtureNames() {
-  static const std::vector<std::string> names = {"dla", "titans_mlp"};
-  return names;
-}
-
-// Names of every fixture directory the engine serves, sorted.
+// Names of every fixture directory, sorted.
 inline std::vector<std::string> FixtureNames() {
   std::vector<std::string> names;
   for (const auto& e : std::filesystem::directory_iterator(std::string(MCSERVE_TEST_DATA_DIR) + "/models")) {
-    const std::string name = e.path().filename().string();
-    const auto& unserved = UnservedFixtureNames();
-    if (e.is_directory() && std::find(unserved.begin(), unserved.end(), name) == unserved.end()) {
-      names.push_back(name);
-    }
+    if (e.is_directory()) names.push_back(e.path().filename().string());
   }
   std::sort(names.begin(), names.end());
   return names;
