@@ -196,8 +196,35 @@ TEST(ModelConfigTest, SwlaAndTitans) {
   EXPECT_EQ(t.family, ModelFamily::kTitans);
   EXPECT_EQ(t.memory_depth, 1);
   EXPECT_FALSE(t.use_gate);
-  EXPECT_TRUE(HasError(ParseError("{" + common + R"("model_type":"titans","memory_depth":2})"),
-                       absl::StatusCode::kUnimplemented, {"memory_depth", "2"}));
+  EXPECT_FALSE(t.deep_memory());
+}
+
+TEST(ModelConfigTest, DeepMemories) {
+  const std::string common = R"("hidden_size":32,"num_heads":2,"head_dim":16,"num_hidden_layers":2,)";
+  ModelConfig t = MustParse("{" + common + R"("model_type":"titans","memory_depth":2})");
+  EXPECT_TRUE(t.deep_memory());
+  EXPECT_EQ(t.memory_expansion, 4);
+  EXPECT_FALSE(t.memory_layer_norm);
+  EXPECT_EQ(t.inner_chunk_size, 1);
+  ModelConfig d = MustParse("{" + common + R"("model_type":"dla","memory_expansion":2,"memory_layer_norm":true,)"
+                                           R"("inner_chunk_size":4})");
+  EXPECT_EQ(d.family, ModelFamily::kDla);
+  EXPECT_EQ(d.memory_depth, 2);
+  EXPECT_EQ(d.memory_expansion, 2);
+  EXPECT_TRUE(d.memory_layer_norm);
+  EXPECT_EQ(d.inner_chunk_size, 4);
+  EXPECT_TRUE(HasError(ParseError("{" + common + R"("model_type":"titans","memory_depth":3})"), kInvalid,
+                       {kSource, "memory_depth", "3"}));
+  EXPECT_TRUE(HasError(ParseError("{" + common + R"("model_type":"dla","memory_depth":1})"), kInvalid,
+                       {kSource, "dla", "memory_depth"}));
+  EXPECT_TRUE(HasError(ParseError("{" + common + R"("model_type":"dla","expand_v":2})"), kInvalid,
+                       {kSource, "head_v", "expand_v"}));
+  EXPECT_TRUE(HasError(ParseError("{" + common + R"("model_type":"dla","inner_chunk_size":0})"), kInvalid,
+                       {kSource, "inner_chunk_size"}));
+  EXPECT_TRUE(HasError(ParseError("{" + common + R"("model_type":"dla","memory_expansion":-1})"), kInvalid,
+                       {kSource, "memory_expansion"}));
+  EXPECT_TRUE(HasError(ParseError("{" + common + R"("model_type":"dla","memory_layer_norm":1})"), kInvalid,
+                       {kSource, "memory_layer_norm"}));
 }
 
 TEST(ModelConfigTest, RejectsHybridAttention) {
