@@ -47,21 +47,13 @@ absl::Status Validate(const Context& ctx, const DeepMcReadoutArgs& a) {
   if (gated && (a.u == nullptr || a.online_pool == nullptr)) {
     return Bad(absl::StrCat("u and online_pool are required by combine ", combine));
   }
-  if (!gated && (a.u != nullptr || a.online_pool != nullptr)) {
-    return Bad(absl::StrCat("u and online_pool are not used by combine ", combine, " (pass null)"));
-  }
   if (soup) {
-    if (a.online != nullptr) return Bad("online is not used by combine soup (pass null; it reads online_memory)");
     if (a.online_memory == nullptr) return Bad("online_memory is required by combine soup");
     if (a.layout.cu_seqlens == nullptr || a.layout.slot_ids == nullptr) {
       return Bad("layout (cu_seqlens, slot_ids) is required by combine soup");
     }
-  } else {
-    if (a.online == nullptr) return Bad(absl::StrCat("online is required by combine ", combine));
-    if (a.online_memory != nullptr || a.layout.cu_seqlens != nullptr || a.layout.slot_ids != nullptr) {
-      return Bad(absl::StrCat("online_memory and layout are used by combine soup only, not ", combine,
-                              " (pass null)"));
-    }
+  } else if (a.online == nullptr) {
+    return Bad(absl::StrCat("online is required by combine ", combine));
   }
   if (a.expansion < 1) return Bad(absl::StrCat("expansion = ", a.expansion, " (want >= 1)"));
   if (a.combine == DeepMcCombine::kTopKSoftmax && a.top_k < 1) {
@@ -72,9 +64,17 @@ absl::Status Validate(const Context& ctx, const DeepMcReadoutArgs& a) {
                             " must be finite"));
   }
   const Device dev = ctx.device;
+  // Inputs the kind does not read are ignored (McReadout's convention): u, online_pool for kSum,
+  // online for kSoup, online_memory and layout for all but kSoup.
+  const Tensor* u = gated ? a.u : nullptr;
+  const Tensor* online_pool = gated ? a.online_pool : nullptr;
+  const Tensor* online = soup ? nullptr : a.online;
+  const Tensor* online_memory = soup ? a.online_memory : nullptr;
+  const Tensor* cu_seqlens = soup ? a.layout.cu_seqlens : nullptr;
+  const Tensor* slot_ids = soup ? a.layout.slot_ids : nullptr;
   MCSERVE_RETURN_IF_ERROR(CheckOnDevice(kOp, dev,
-                                        {{"q", a.q}, {"u", a.u}, {"online_pool", a.online_pool}, {"online", a.online},
-                                         {"online_memory", a.online_memory}, {"ln_weight", a.ln_weight},
+                                        {{"q", a.q}, {"u", u}, {"online_pool", online_pool}, {"online", online},
+                                         {"online_memory", online_memory}, {"ln_weight", a.ln_weight},
                                          {"ln_bias", a.ln_bias}, {"token_page_offsets", a.token_page_offsets},
                                          {"token_pages", a.token_pages}, {"out", a.out}}));
   const Tensor& q = *a.q;
@@ -83,7 +83,7 @@ absl::Status Validate(const Context& ctx, const DeepMcReadoutArgs& a) {
   const int64_t p = 2 * static_cast<int64_t>(a.expansion) * d * d;
   MCSERVE_RETURN_IF_ERROR(Check("out", *a.out, DType::kF32, {t, h, d}, dev, "[T, H, d]"));
   MCSERVE_RETURN_IF_ERROR(CheckWritable(kOp, "out", *a.out));
-  if (a.online != nullptr) MCSERVE_RETURN_IF_ERROR(Check("online", *a.online, DType::kF32, {t, h, d}, dev, "[T, H, d]"));
+  if (!soup) MCSERVE_RETURN_IF_ERROR(Check("online", *a.online, DType::kF32, {t, h, d}, dev, "[T, H, d]"));
   if (gated) {
     MCSERVE_RETURN_IF_ERROR(Check("u", *a.u, DType::kF32, {t, h, d}, dev, "[T, H, d]"));
     MCSERVE_RETURN_IF_ERROR(Check("online_pool", *a.online_pool, DType::kF32, {t, h, d}, dev, "[T, H, d]"));
@@ -130,13 +130,13 @@ absl::Status Validate(const Context& ctx, const DeepMcReadoutArgs& a) {
 
   // out may be online itself, but must not overlap any other input.
   const Tensor& out = *a.out;
-  if (a.online != nullptr && Overlaps(out, *a.online) && RawData(out) != RawData(*a.online)) {
+  if (online != nullptr && Overlaps(out, *online) && RawData(out) != RawData(*online)) {
     return Bad("out partially overlaps online");
   }
   std::vector<std::pair<std::string, const Tensor*>> inputs = {
-      {"q", a.q}, {"u", a.u}, {"online_pool", a.online_pool}, {"online_memory", a.online_memory},
+      {"q", a.q}, {"u", u}, {"online_pool", online_pool}, {"online_memory", online_memory},
       {"ln_weight", a.ln_weight}, {"ln_bias", a.ln_bias}, {"token_page_offsets", a.token_page_offsets},
-      {"token_pages", a.token_pages}, {"cu_seqlens", a.layout.cu_seqlens}, {"slot_ids", a.layout.slot_ids}};
+      {"token_pages", a.token_pages}, {"cu_seqlens", cu_seqlens}, {"slot_ids", slot_ids}};
   for (int64_t i = 0; i < num_pages; ++i) {
     inputs.push_back({absl::StrCat("pages[", i, "].memory"), a.pages[i].memory});
     inputs.push_back({absl::StrCat("pages[", i, "].pooled_key"), gated ? a.pages[i].pooled_key : nullptr});

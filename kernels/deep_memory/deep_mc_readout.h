@@ -13,6 +13,8 @@
 // kSoup reads θ_on from online_memory at the slot of the token's sequence as it is when the op runs:
 // exact for decode (one token per sequence, after DeepMemory's update); in a prefill chunk every
 // token of a sequence would see the chunk's final weights, so soup prefill runs token by token.
+// Inputs a kind does not read are ignored, as in McReadout (u, online_pool for kSum; online for kSoup;
+// online_memory and layout for all but kSoup).
 // Scheduler thread.
 #pragma once
 
@@ -46,15 +48,14 @@ struct DeepMcReadoutArgs {
   const Tensor* q = nullptr;              // [T, H, d] F32: read-out query
   const Tensor* u = nullptr;              // [T, H, d] F32: gate input (all kinds but kSum)
   const Tensor* online_pool = nullptr;    // [T, H, d] F32: pool of the open segment up to t (all but kSum)
-  const Tensor* online = nullptr;         // [T, H, d] F32: o_on (all kinds but kSoup, which must pass null)
-  const Tensor* online_memory = nullptr;  // kSoup: [num_slots, H, P] F32 online weights θ_on (else null)
+  const Tensor* online = nullptr;         // [T, H, d] F32: o_on (all kinds but kSoup)
+  const Tensor* online_memory = nullptr;  // kSoup: [num_slots, H, P] F32 online weights θ_on
   BatchLayout layout;                     // kSoup: token rows → sequences → slots of online_memory
-                                          // (else both null)
   std::span<const DeepMcPage> pages;      // every page any token reads
   const Tensor* token_page_offsets = nullptr;  // [T + 1] I32, CSR offsets into token_pages
   const Tensor* token_pages = nullptr;         // [E] I32, indices into `pages`; token t reads
                                                // token_pages[offsets[t] .. offsets[t+1])
-  Tensor* out = nullptr;                  // [T, H, d] F32 (may alias online)
+  Tensor* out = nullptr;                  // [T, H, d] F32 (may alias online, kSoup too)
 };
 
 // Computes out for every token and head on ctx.device. Scheduler thread.

@@ -238,9 +238,9 @@ absl::Status DeepMcReadoutCpu(const Context& ctx, const DeepMcReadoutArgs& args)
   const bool soup = args.combine == DeepMcCombine::kSoup;
   const auto opt = [](const Tensor* t) { return t != nullptr ? Data<float>(*t) : nullptr; };
   pr.q = Data<float>(*args.q);
-  pr.u = opt(args.u);
-  pr.online_pool = opt(args.online_pool);
-  pr.online = opt(args.online);
+  pr.u = gated ? opt(args.u) : nullptr;
+  pr.online_pool = gated ? opt(args.online_pool) : nullptr;
+  pr.online = soup ? nullptr : opt(args.online);
   pr.ln_w = opt(args.ln_weight);
   pr.ln_b = opt(args.ln_bias);
   pr.online_memory = opt(args.online_memory);

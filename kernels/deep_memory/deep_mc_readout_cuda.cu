@@ -248,9 +248,9 @@ absl::Status DeepMcReadoutCuda(const Context& ctx, const DeepMcReadoutArgs& args
   p.p = 2 * e * d;
   p.entries = entries;
   p.q = Data<float>(*args.q);
-  p.u = opt(args.u);
-  p.online_pool = opt(args.online_pool);
-  p.online = opt(args.online);
+  p.u = gated ? opt(args.u) : nullptr;
+  p.online_pool = gated ? opt(args.online_pool) : nullptr;
+  p.online = soup ? nullptr : opt(args.online);
   p.ln_w = opt(args.ln_weight);
   p.ln_b = opt(args.ln_bias);
   p.online_memory = opt(args.online_memory);

@@ -90,7 +90,6 @@ struct Result {
 // One call on `dev`; out is a fresh zero tensor, or `online` itself when alias_online.
 Result RunReadout(const Case& c, const Options& o, Device dev, bool alias_online = false) {
   const int64_t t = c.t, h = c.h, d = c.d;
-  const bool gated = o.kind != DeepMcCombine::kSum, soup = o.kind == DeepMcCombine::kSoup;
   auto f32 = [&](const std::vector<float>& v, Shape s) { return *Tensor::FromHost(v, std::move(s), dev); };
   auto i32 = [&](const std::vector<int32_t>& v) {
     return *Tensor::FromHostI32(v, {static_cast<int64_t>(v.size())}, dev);
@@ -124,20 +123,15 @@ Result RunReadout(const Case& c, const Options& o, Device dev, bool alias_online
     args.ln_bias = &ln_b;
   }
   args.q = &q;
-  if (gated) {
-    args.u = &u;
-    args.online_pool = &pool_on;
-  }
-  if (soup) {
-    args.online_memory = &online_memory;
-    args.layout = {&cut, &slots};
-  } else {
-    args.online = &online;
-  }
+  args.u = &u;  // ignored by kSum
+  args.online_pool = &pool_on;
+  args.online = &online;                // ignored by kSoup
+  args.online_memory = &online_memory;  // these two: ignored by all but kSoup
+  args.layout = {&cut, &slots};
   args.pages = pages;
   args.token_page_offsets = &offsets;
   args.token_pages = &token_pages;
-  args.out = alias_online && !soup ? &online : &out;
+  args.out = alias_online ? &online : &out;
   Result r;
   r.status = DeepMcReadout(Context{.device = dev}, args);
   r.out = *args.out->ToHostF32();
