@@ -52,6 +52,9 @@ absl::StatusOr<MemoryStage> MemoryStage::Bind(const ModelConfig& c, const Weight
     return absl::UnimplementedError(where + "with logarithmic segments needs swla_cross_boundary = "
                                             "(init_mode == checkpoint)");
   }
+  if (mc.segmentation == McSegmentation::kLogarithmic && shape.mlp_params > 0) {
+    return absl::UnimplementedError(where + "with logarithmic segments on deep (MLP) memories is not supported yet");
+  }
   const std::string u_name = absl::StrCat("model.layers.", layer, ".attn.mc.u_proj.weight");
   if (!mc.gate) mc.gate = w.Has(u_name) ? McGate::kUProj : McGate::kQ;
   if (*mc.gate == McGate::kUProj) {
@@ -77,20 +80,38 @@ void MemoryStage::AddStateSpecs(std::vector<StateSpec>* specs) const {
     return;
   }
   specs->push_back({"mc_pool_sum", {shape_.state_heads, shape_.dk}});
-  if (mc_->aggregation == McAggregation::kResidual || mc_->aggregation == McAggregation::kMean) {
-    specs->push_back({"mc_sum", {shape_.state_heads, shape_.dk, shape_.dv}});
-  }
+  if (SumsCheckpoints()) specs->push_back({"mc_sum", PageShape()});
+}
+
+kernels::Shape MemoryStage::PageShape() const {
+  if (shape_.mlp_params > 0) return {shape_.state_heads, shape_.mlp_params};
+  return {shape_.state_heads, shape_.dk, shape_.dv};
+}
+
+bool MemoryStage::SumsCheckpoints() const {
+  if (!mc_ || mc_->segmentation != McSegmentation::kConstant) return false;
+  if (mc_->aggregation == McAggregation::kMean) return true;
+  return mc_->aggregation == McAggregation::kResidual && shape_.mlp_params == 0;
 }
 
 absl::Status MemoryStage::Run(const Context& ctx, const Tensor& x, kernels::LinearMemoryArgs memory,
                               const MixerBatch& batch, LayerState& state, Tensor* o) const {
   if (mc_ && mc_->segmentation == McSegmentation::kLogarithmic) return RunLogarithmic(ctx, x, memory, batch, state, o);
-  if (mc_) return RunCached(ctx, x, memory, batch, state, o);
+  if (mc_) {
+    return RunCached(ctx, x, LinearRule(memory, aux_.name), *memory.q, *memory.k, batch,
+                     state, o);
+  }
   memory.layout = batch.layout;
   memory.state = &state.at("memory");
   memory.aux = aux_.name.empty() ? nullptr : &state.at(aux_.name);
   memory.out = o;
   return kernels::LinearMemory(ctx, memory);
+}
+
+absl::Status MemoryStage::Run(const Context& ctx, const Tensor& x, const MemoryRule& rule, const Tensor& q,
+                              const Tensor& k, const MixerBatch& batch, LayerState& state, Tensor* o) const {
+  if (mc_) return RunCached(ctx, x, rule, q, k, batch, state, o);
+  return rule.Run(ctx, 0, x.dim(0), batch.layout, batch.positions, state, o);
 }
 
 absl::StatusOr<std::pair<Tensor, Tensor>> MemoryStage::QueryAndGate(const Context& ctx, const Tensor& x,
@@ -103,11 +124,11 @@ absl::StatusOr<std::pair<Tensor, Tensor>> MemoryStage::QueryAndGate(const Contex
   return std::make_pair(q_state, u);
 }
 
-absl::Status MemoryStage::RunCached(const Context& ctx, const Tensor& x, kernels::LinearMemoryArgs memory,
-                                    const MixerBatch& batch, LayerState& state, Tensor* o) const {
+absl::Status MemoryStage::RunCached(const Context& ctx, const Tensor& x, const MemoryRule& rule, const Tensor& q_in,
+                                    const Tensor& k, const MixerBatch& batch, LayerState& state, Tensor* o) const {
   const int64_t c = mc_->segment_size, hs = shape_.state_heads;
   const int num_seqs = static_cast<int>(batch.slots.size());
-  MCSERVE_ASSIGN_OR_RETURN(auto qu, QueryAndGate(ctx, x, *memory.q));
+  MCSERVE_ASSIGN_OR_RETURN(auto qu, QueryAndGate(ctx, x, q_in));
   const auto& [q, u] = qu;
   // Pool of the open segment after every row.
   std::vector<int32_t> first_local(num_seqs);
@@ -115,16 +136,18 @@ absl::Status MemoryStage::RunCached(const Context& ctx, const Tensor& x, kernels
   MCSERVE_ASSIGN_OR_RETURN(Tensor first_t, Tensor::FromHostI32(first_local, {num_seqs}, ctx.device));
   MCSERVE_ASSIGN_OR_RETURN(Tensor pools, NewF32(ctx, {x.dim(0), hs, shape_.dk}));
   MCSERVE_RETURN_IF_ERROR(kernels::McSegmentPool(
-      ctx, {.k = memory.k, .layout = batch.layout, .first_local = &first_t, .segment_size = c,
+      ctx, {.k = &k, .layout = batch.layout, .first_local = &first_t, .segment_size = c,
             .mean = mc_->pool == McPool::kMean, .pool_sum = &state.at("mc_pool_sum"), .out = &pools}));
-  // Split every sequence after each row that closes a segment.
+  // Split every sequence after each row that closes a segment (after every row when the read-out
+  // needs the online memory as each row leaves it).
+  const bool row_by_row = rule.ReadsOnlineWeights(mc_->aggregation);
   std::vector<std::vector<Piece::Entry>> runs(num_seqs);
   bool crosses_inside = false;
   for (int b = 0; b < num_seqs; ++b) {
     int64_t begin = batch.cu[b];
     for (int64_t r = batch.cu[b]; r < batch.cu[b + 1]; ++r) {
       const bool closes = ClosesSegment(batch.positions[b] + (r - batch.cu[b]) + 1, c);
-      if (closes || r + 1 == batch.cu[b + 1]) {
+      if (closes || row_by_row || r + 1 == batch.cu[b + 1]) {
         runs[b].push_back({b, begin, r + 1, closes});
         begin = r + 1;
       }
@@ -134,11 +157,11 @@ absl::Status MemoryStage::RunCached(const Context& ctx, const Tensor& x, kernels
   if (!crosses_inside) {
     Piece piece{.whole_batch = true};
     for (auto& run : runs) piece.entries.insert(piece.entries.end(), run.begin(), run.end());
-    return RunPiece(ctx, piece, batch, memory, q, u, pools, state, o);
+    return RunPiece(ctx, piece, batch, rule, q, u, pools, state, o);
   }
   for (auto& run : runs) {
     for (const Piece::Entry& e : run) {
-      MCSERVE_RETURN_IF_ERROR(RunPiece(ctx, Piece{.entries = {e}}, batch, memory, q, u, pools, state, o));
+      MCSERVE_RETURN_IF_ERROR(RunPiece(ctx, Piece{.entries = {e}}, batch, rule, q, u, pools, state, o));
     }
   }
   return absl::OkStatus();
@@ -215,7 +238,8 @@ absl::Status MemoryStage::RunLogToken(const Context& ctx, const kernels::LinearM
   while (pops < static_cast<int>(cps.size()) && cps[cps.size() - 1 - pops]->segment.level < p) ++pops;
   store.DropNewest(slot, layer_, pops);
   const PieceEntry entry{seq, row, row + 1, true};
-  MCSERVE_RETURN_IF_ERROR(Aggregate(ctx, {&entry, 1}, row, row + 1, batch, q, u, pools, state, o));
+  const LinearRule rule(memory, aux_.name);
+  MCSERVE_RETURN_IF_ERROR(Aggregate(ctx, rule, {&entry, 1}, row, row + 1, batch, q, u, pools, state, o));
   // 3. Push the online block [n − 2^p + 1, n].
   Tensor source = state.at("memory").Rows(slot, slot + 1);
   if (level_out) {
@@ -292,73 +316,62 @@ absl::StatusOr<Tensor> MemoryStage::LevelView(LayerState& state, const std::stri
 }
 
 absl::Status MemoryStage::RunPiece(const Context& ctx, const Piece& piece, const MixerBatch& batch,
-                                   kernels::LinearMemoryArgs memory, const Tensor& q, const Tensor& u,
-                                   const Tensor& pools, LayerState& state, Tensor* o) const {
+                                   const MemoryRule& rule, const Tensor& q, const Tensor& u, const Tensor& pools,
+                                   LayerState& state, Tensor* o) const {
   CheckpointStore& store = *batch.checkpoints;
   const int64_t begin = piece.whole_batch ? 0 : piece.entries[0].begin;
   const int64_t end = piece.whole_batch ? o->dim(0) : piece.entries[0].end;
-  std::vector<Tensor> keep;
-  keep.reserve(16);
   Tensor out_rows = o->Rows(begin, end);
   // 1. The online memory over the piece's rows.
   Tensor cu_t, slot_t;
   kernels::BatchLayout layout = batch.layout;
+  std::vector<int64_t> first_positions = batch.positions;
   if (!piece.whole_batch) {
+    const PieceEntry& e = piece.entries[0];
     const int32_t cu[2] = {0, static_cast<int32_t>(end - begin)};
-    const int32_t slot = batch.slots[piece.entries[0].seq];
+    const int32_t slot = batch.slots[e.seq];
     MCSERVE_ASSIGN_OR_RETURN(cu_t, Tensor::FromHostI32(cu, {2}, ctx.device));
     MCSERVE_ASSIGN_OR_RETURN(slot_t, Tensor::FromHostI32({&slot, 1}, {1}, ctx.device));
     layout = {.cu_seqlens = &cu_t, .slot_ids = &slot_t};
-    memory.q = RowsOf(memory.q, begin, end, keep);
-    memory.k = RowsOf(memory.k, begin, end, keep);
-    memory.v = RowsOf(memory.v, begin, end, keep);
-    memory.key_decay = RowsOf(memory.key_decay, begin, end, keep);
-    memory.decay = RowsOf(memory.decay, begin, end, keep);
-    memory.beta = RowsOf(memory.beta, begin, end, keep);
-    memory.gamma = RowsOf(memory.gamma, begin, end, keep);
+    first_positions = {batch.positions[e.seq] + (e.begin - batch.cu[e.seq])};
   }
-  memory.layout = layout;
-  memory.state = &state.at("memory");
-  memory.aux = aux_.name.empty() ? nullptr : &state.at(aux_.name);
-  memory.out = &out_rows;
-  MCSERVE_RETURN_IF_ERROR(kernels::LinearMemory(ctx, memory));
+  MCSERVE_RETURN_IF_ERROR(rule.Run(ctx, begin, end, layout, first_positions, state, &out_rows));
 
   // 2. Aggregate with the closed segments. The mean's weights differ per sequence, so it reads one
   // sequence at a time; the other aggregations read the whole piece at once.
   if (mc_->aggregation == McAggregation::kMean) {
     for (const Piece::Entry& e : piece.entries) {
-      MCSERVE_RETURN_IF_ERROR(Aggregate(ctx, {&e, 1}, e.begin, e.end, batch, q, u, pools, state, o));
+      MCSERVE_RETURN_IF_ERROR(Aggregate(ctx, rule, {&e, 1}, e.begin, e.end, batch, q, u, pools, state, o));
     }
   } else {
-    MCSERVE_RETURN_IF_ERROR(Aggregate(ctx, piece.entries, begin, end, batch, q, u, pools, state, o));
+    MCSERVE_RETURN_IF_ERROR(Aggregate(ctx, rule, piece.entries, begin, end, batch, q, u, pools, state, o));
   }
 
   // 3. Freeze the segments whose last token this piece computed.
   for (const Piece::Entry& e : piece.entries) {
     if (!e.closes) continue;
     const int64_t last_token = batch.positions[e.seq] + (e.end - batch.cu[e.seq]);
-    MCSERVE_RETURN_IF_ERROR(CloseSegment(ctx, batch.slots[e.seq], last_token, e.end - 1, pools, store, state));
+    MCSERVE_RETURN_IF_ERROR(
+        CloseSegment(ctx, rule, batch.slots[e.seq], last_token, e.end - 1, pools, store, state));
   }
   return absl::OkStatus();
 }
 
-absl::Status MemoryStage::Aggregate(const Context& ctx, std::span<const PieceEntry> entries, int64_t begin,
-                                    int64_t end, const MixerBatch& batch, const Tensor& q, const Tensor& u,
-                                    const Tensor& pools, LayerState& state, Tensor* o) const {
-  // Constant segmentation keeps a running sum for residual/mean; logarithmic sums explicit pages.
-  const bool summed = (mc_->aggregation == McAggregation::kResidual || mc_->aggregation == McAggregation::kMean) &&
-                      mc_->segmentation == McSegmentation::kConstant;
+absl::Status MemoryStage::Aggregate(const Context& ctx, const MemoryRule& rule, std::span<const PieceEntry> entries,
+                                    int64_t begin, int64_t end, const MixerBatch& batch, const Tensor& q,
+                                    const Tensor& u, const Tensor& pools, LayerState& state, Tensor* o) const {
+  const bool summed = SumsCheckpoints();
   CheckpointStore& store = *batch.checkpoints;
   if (mc_->aggregation == McAggregation::kSsc) {
     for (const PieceEntry& e : entries) {
       if (!store.AllOnDevice(batch.slots[e.seq], layer_)) {
-        return AggregateRouted(ctx, entries, begin, end, batch, q, u, pools, o);
+        return AggregateRouted(ctx, rule, entries, begin, end, batch, q, u, pools, state, o);
       }
     }
   }
   std::vector<Tensor> sums;  // the slots' running sums (summed aggregations), stable below
   sums.reserve(entries.size());
-  std::vector<kernels::McPage> pages;
+  std::vector<McPageRef> pages;
   std::vector<int32_t> offsets = {0}, token_pages;
   size_t cached = 0;  // checkpoints of the (last) entry's slot
   for (const Piece::Entry& e : entries) {
@@ -370,8 +383,7 @@ absl::Status MemoryStage::Aggregate(const Context& ctx, std::span<const PieceEnt
                     : cps.size();
     std::vector<int32_t> ids;
     if (summed && cached > 0) {
-      MCSERVE_ASSIGN_OR_RETURN(Tensor sum, state.at("mc_sum").Rows(slot, slot + 1).Reshape(
-                                               {shape_.state_heads, shape_.dk, shape_.dv}));
+      MCSERVE_ASSIGN_OR_RETURN(Tensor sum, state.at("mc_sum").Rows(slot, slot + 1).Reshape(PageShape()));
       sums.push_back(std::move(sum));
       ids.push_back(static_cast<int32_t>(pages.size()));
       pages.push_back({.memory = &sums.back()});
@@ -389,59 +401,50 @@ absl::Status MemoryStage::Aggregate(const Context& ctx, std::span<const PieceEnt
       offsets.push_back(static_cast<int32_t>(token_pages.size()));
     }
   }
-  return Readout(ctx, begin, end, pages, offsets, token_pages, cached, q, u, pools, o);
+  return Readout(ctx, rule, entries, begin, end, batch, pages, offsets, token_pages, cached, q, u, pools, state, o);
 }
 
-absl::Status MemoryStage::Readout(const Context& ctx, int64_t begin, int64_t end, std::span<const kernels::McPage> pages,
-                                  std::span<const int32_t> offsets, std::span<const int32_t> token_pages,
-                                  size_t cached, const Tensor& q, const Tensor& u, const Tensor& pools,
-                                  Tensor* o) const {
+absl::Status MemoryStage::Readout(const Context& ctx, const MemoryRule& rule, std::span<const PieceEntry> entries,
+                                  int64_t begin, int64_t end, const MixerBatch& batch,
+                                  std::span<const McPageRef> pages, std::span<const int32_t> offsets,
+                                  std::span<const int32_t> token_pages, size_t cached, const Tensor& q,
+                                  const Tensor& u, const Tensor& pools, LayerState& state, Tensor* o) const {
   MCSERVE_ASSIGN_OR_RETURN(Tensor offsets_t,
                            Tensor::FromHostI32(offsets, {static_cast<int64_t>(offsets.size())}, ctx.device));
   MCSERVE_ASSIGN_OR_RETURN(Tensor pages_t,
                            Tensor::FromHostI32(token_pages, {static_cast<int64_t>(token_pages.size())}, ctx.device));
+  // The rows as sequences in slots (entries cover [begin, end) in order).
+  std::vector<int32_t> cu = {0}, slots;
+  for (const PieceEntry& e : entries) {
+    cu.push_back(static_cast<int32_t>(e.end - begin));
+    slots.push_back(batch.slots[e.seq]);
+  }
+  MCSERVE_ASSIGN_OR_RETURN(Tensor cu_t, Tensor::FromHostI32(cu, {static_cast<int64_t>(cu.size())}, ctx.device));
+  MCSERVE_ASSIGN_OR_RETURN(Tensor slots_t,
+                           Tensor::FromHostI32(slots, {static_cast<int64_t>(slots.size())}, ctx.device));
   Tensor q_rows = q.Rows(begin, end), u_rows = u.Rows(begin, end), pool_rows = pools.Rows(begin, end);
   Tensor out_rows = o->Rows(begin, end);
-  kernels::McReadoutArgs readout{.q = &q_rows, .u = &u_rows, .online_pool = &pool_rows, .online = &out_rows,
-                                 .pages = pages, .token_page_offsets = &offsets_t, .token_pages = &pages_t,
-                                 .out = &out_rows};
-  switch (mc_->aggregation) {
-    case McAggregation::kGrm:
-    case McAggregation::kSoup:  // identical to GRM for linear memories (docs/memory-caching.md)
-      readout.combine = kernels::McCombine::kSoftmax;
-      break;
-    case McAggregation::kSsc:
-      readout.combine = kernels::McCombine::kTopKSoftmax;
-      readout.top_k = mc_->top_k;
-      break;
-    case McAggregation::kResidual:
-      readout.combine = kernels::McCombine::kSum;
-      break;
-    case McAggregation::kMean:  // one sequence: y = a·o_on + a·(1/N)·Σ S_iᵀq
-      readout.combine = kernels::McCombine::kSum;
-      readout.online_weight = mc_->mean_combine == McMeanCombine::kAverage && cached > 0 ? 0.5f : 1.0f;
-      readout.cached_weight = cached > 0 ? readout.online_weight / static_cast<float>(cached) : 0.0f;
-      break;
-  }
-  return kernels::McReadout(ctx, readout);
+  return rule.Read(ctx, {.mc = &*mc_, .cached = cached, .q = &q_rows, .u = &u_rows, .pools = &pool_rows,
+                         .pages = pages, .offsets = &offsets_t, .token_pages = &pages_t,
+                         .layout = {.cu_seqlens = &cu_t, .slot_ids = &slots_t}, .state = &state,
+                         .out = &out_rows});
 }
 
-absl::Status MemoryStage::CloseSegment(const Context& ctx, int slot, int64_t last_token, int64_t row, const Tensor& pools,
-                                       CheckpointStore& store, LayerState& state) const {
-  Tensor& memory_state = state.at("memory");
-  MCSERVE_ASSIGN_OR_RETURN(Tensor memory, memory_state.Rows(slot, slot + 1).Reshape(
-                                              {shape_.state_heads, shape_.dk, shape_.dv}));
+absl::Status MemoryStage::CloseSegment(const Context& ctx, const MemoryRule& rule, int slot, int64_t last_token,
+                                       int64_t row, const Tensor& pools, CheckpointStore& store,
+                                       LayerState& state) const {
+  MCSERVE_ASSIGN_OR_RETURN(Tensor memory, state.at("memory").Rows(slot, slot + 1).Reshape(PageShape()));
   MCSERVE_ASSIGN_OR_RETURN(Tensor pooled, pools.Rows(row, row + 1).Reshape({shape_.state_heads, shape_.dk}));
   const Segment segment{last_token - mc_->segment_size + 1, last_token, 0};
-  if (mc_->aggregation == McAggregation::kResidual || mc_->aggregation == McAggregation::kMean) {
-    // Residual and the post-training mean read only the running sum: O(1) state per request (B.8).
+  if (SumsCheckpoints()) {
+    // Read only through the running sum: O(1) state per request (B.8).
     Tensor sum = state.at("mc_sum").Rows(slot, slot + 1);
     MCSERVE_ASSIGN_OR_RETURN(Tensor flat, memory.Reshape(sum.shape()));
     MCSERVE_RETURN_IF_ERROR(kernels::Add(ctx, {.a = &sum, .b = &flat, .out = &sum}));
   } else {
     MCSERVE_RETURN_IF_ERROR(store.Freeze(slot, layer_, memory, pooled, segment));
   }
-  if (mc_->init_mode == McInitMode::kIndependent) MCSERVE_RETURN_IF_ERROR(ZeroSlot(memory_state, slot));
+  if (mc_->init_mode == McInitMode::kIndependent) MCSERVE_RETURN_IF_ERROR(rule.Restart(ctx, slot, state));
   if (!aux_.name.empty() && aux_.reset_at_segment_start) MCSERVE_RETURN_IF_ERROR(ZeroSlot(state.at(aux_.name), slot));
   return absl::OkStatus();
 }

@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/model/model_config.h"
+#include "engine/runner/memory_rule.h"
 #include "engine/runner/state_pool.h"
 #include "engine/runner/weight_binder.h"
 #include "kernels/core/context.h"
@@ -35,6 +36,7 @@ class MemoryStage {
   struct Shape {
     int64_t q_heads = 0, k_heads = 0, state_heads = 0;  // each divides state_heads
     int64_t dk = 0, dv = 0;                             // dk: key dim as the memory sees it
+    int64_t mlp_params = 0;  // MLP memories: P weights per head (a page is [state_heads, P]); 0: matrix
   };
   struct Aux {
     std::string name;                    // the rule's auxiliary state ("momentum", "previous_kv"), or ""
@@ -55,6 +57,13 @@ class MemoryStage {
   // here) over the batch and writes o [T, Hs, V]. x [T, hidden] is the layer input (for u_proj).
   absl::Status Run(const kernels::Context& ctx, const kernels::Tensor& x, kernels::LinearMemoryArgs memory,
                    const MixerBatch& batch, LayerState& state, kernels::Tensor* o) const;
+  // The same for any memory `rule` (constant segmentation with MC, or none): q [T, Hq, dk] is the
+  // read-out query (the gate input with gate q), k [T, Hk, dk] the keys pooled per segment.
+  absl::Status Run(const kernels::Context& ctx, const kernels::Tensor& x, const MemoryRule& rule,
+                   const kernels::Tensor& q, const kernels::Tensor& k, const MixerBatch& batch, LayerState& state,
+                   kernels::Tensor* o) const;
+  // True when this layer caches (config.memory_caching covers it).
+  bool caches() const { return mc_.has_value(); }
 
  private:
   struct Piece;
@@ -68,8 +77,9 @@ class MemoryStage {
     int64_t end;
     bool closes;    // the last row closes a segment
   };
-  absl::Status RunCached(const kernels::Context& ctx, const kernels::Tensor& x, kernels::LinearMemoryArgs memory,
-                         const MixerBatch& batch, LayerState& state, kernels::Tensor* o) const;
+  absl::Status RunCached(const kernels::Context& ctx, const kernels::Tensor& x, const MemoryRule& rule,
+                         const kernels::Tensor& q_in, const kernels::Tensor& k, const MixerBatch& batch,
+                         LayerState& state, kernels::Tensor* o) const;
   absl::Status RunLogarithmic(const kernels::Context& ctx, const kernels::Tensor& x, kernels::LinearMemoryArgs memory,
                               const MixerBatch& batch, LayerState& state, kernels::Tensor* o) const;
   // Logarithmic segmentation, one token (row `row` of sequence `seq`, position n).
@@ -83,27 +93,37 @@ class MemoryStage {
                                                               int64_t row, int64_t n, int online_level,
                                                               LayerState& state) const;
   absl::Status RunPiece(const kernels::Context& ctx, const Piece& piece, const MixerBatch& batch,
-                        kernels::LinearMemoryArgs memory, const kernels::Tensor& q, const kernels::Tensor& u,
+                        const MemoryRule& rule, const kernels::Tensor& q, const kernels::Tensor& u,
                         const kernels::Tensor& pools, LayerState& state, kernels::Tensor* o) const;
   // McReadout of rows [begin, end) (the rows of `entries`) against their slots' checkpoints.
-  absl::Status Aggregate(const kernels::Context& ctx, std::span<const PieceEntry> entries, int64_t begin,
-                         int64_t end, const MixerBatch& batch, const kernels::Tensor& q, const kernels::Tensor& u,
-                         const kernels::Tensor& pools, LayerState& state, kernels::Tensor* o) const;
-  // The McReadout of rows [begin, end): token begin + t reads pages[token_pages[offsets[t] ..
-  // offsets[t + 1])]; `cached` is the closed-segment count the mean's weights need.
-  absl::Status Readout(const kernels::Context& ctx, int64_t begin, int64_t end, std::span<const kernels::McPage> pages,
+  absl::Status Aggregate(const kernels::Context& ctx, const MemoryRule& rule, std::span<const PieceEntry> entries,
+                         int64_t begin, int64_t end, const MixerBatch& batch, const kernels::Tensor& q,
+                         const kernels::Tensor& u, const kernels::Tensor& pools, LayerState& state,
+                         kernels::Tensor* o) const;
+  // The read-out of rows [begin, end) (sequences `entries`): token begin + t reads
+  // pages[token_pages[offsets[t] .. offsets[t + 1])]; `cached` is the closed-segment count the
+  // mean's weights need.
+  absl::Status Readout(const kernels::Context& ctx, const MemoryRule& rule, std::span<const PieceEntry> entries,
+                       int64_t begin, int64_t end, const MixerBatch& batch, std::span<const McPageRef> pages,
                        std::span<const int32_t> offsets, std::span<const int32_t> token_pages, size_t cached,
                        const kernels::Tensor& q, const kernels::Tensor& u, const kernels::Tensor& pools,
-                       kernels::Tensor* o) const;
+                       LayerState& state, kernels::Tensor* o) const;
   // SSC when some checkpoints are on the host tier (memory_stage_routed.cc): route first, stage only
   // the selected pages into the hot sets, then read them, in rounds that keep each hot set small.
-  absl::Status AggregateRouted(const kernels::Context& ctx, std::span<const PieceEntry> entries, int64_t begin,
-                               int64_t end, const MixerBatch& batch, const kernels::Tensor& q,
-                               const kernels::Tensor& u, const kernels::Tensor& pools, kernels::Tensor* o) const;
+  absl::Status AggregateRouted(const kernels::Context& ctx, const MemoryRule& rule,
+                               std::span<const PieceEntry> entries, int64_t begin, int64_t end,
+                               const MixerBatch& batch, const kernels::Tensor& q, const kernels::Tensor& u,
+                               const kernels::Tensor& pools, LayerState& state, kernels::Tensor* o) const;
   // Freezes slot's segment ending at `last_token` (its pool is row `row` of pools) and, in
   // independent mode, restarts the memory.
-  absl::Status CloseSegment(const kernels::Context& ctx, int slot, int64_t last_token, int64_t row,
-                            const kernels::Tensor& pools, CheckpointStore& store, LayerState& state) const;
+  absl::Status CloseSegment(const kernels::Context& ctx, const MemoryRule& rule, int slot, int64_t last_token,
+                            int64_t row, const kernels::Tensor& pools, CheckpointStore& store,
+                            LayerState& state) const;
+  // Shape of one checkpoint page (and of a slot's "memory"): [Hs, dk, dv] or [Hs, P].
+  kernels::Shape PageShape() const;
+  // Whether this aggregation keeps a running sum of checkpoints instead of pages: residual and the
+  // mean for matrix memories (both linear in the memory), the mean only for MLP memories.
+  bool SumsCheckpoints() const;
   // The rule's per-slot state tensors reshaped so that each (slot, level) is a slot of its own.
   absl::StatusOr<kernels::Tensor> LevelView(LayerState& state, const std::string& name) const;
 

@@ -48,9 +48,10 @@ int AssignRounds(CheckpointList cps, int hot_pages, RoutedRows& rows) {
 
 }  // namespace
 
-absl::Status MemoryStage::AggregateRouted(const Context& ctx, std::span<const PieceEntry> entries, int64_t begin,
-                                          int64_t end, const MixerBatch& batch, const Tensor& q, const Tensor& u,
-                                          const Tensor& pools, Tensor* o) const {
+absl::Status MemoryStage::AggregateRouted(const Context& ctx, const MemoryRule& rule,
+                                          std::span<const PieceEntry> entries, int64_t begin, int64_t end,
+                                          const MixerBatch& batch, const Tensor& q, const Tensor& u,
+                                          const Tensor& pools, LayerState& state, Tensor* o) const {
   CheckpointStore& store = *batch.checkpoints;
   const int64_t hs = shape_.state_heads, top_k = mc_->top_k;
   // 1. Route every row against its slot's pooled keys (always on the device).
@@ -98,7 +99,7 @@ absl::Status MemoryStage::AggregateRouted(const Context& ctx, std::span<const Pi
   // 3. Per round: stage each sequence's chosen pages; rows of other rounds read none (y = o_on, and
   // out aliases the online read-out, so they keep what an earlier round wrote).
   for (int round = 0; round < rounds; ++round) {
-    std::vector<kernels::McPage> pages;
+    std::vector<McPageRef> pages;
     std::vector<int32_t> row_offsets = {0}, row_pages;
     std::vector<std::vector<int32_t>> page_of(entries.size());  // checkpoint → index into pages
     for (size_t j = 0; j < entries.size(); ++j) {
@@ -126,7 +127,8 @@ absl::Status MemoryStage::AggregateRouted(const Context& ctx, std::span<const Pi
         row_offsets.push_back(static_cast<int32_t>(row_pages.size()));
       }
     }
-    MCSERVE_RETURN_IF_ERROR(Readout(ctx, begin, end, pages, row_offsets, row_pages, 0, q, u, pools, o));
+    MCSERVE_RETURN_IF_ERROR(
+        Readout(ctx, rule, entries, begin, end, batch, pages, row_offsets, row_pages, 0, q, u, pools, state, o));
   }
   return absl::OkStatus();
 }
