@@ -138,16 +138,17 @@ absl::Status MemoryStage::RunCached(const Context& ctx, const Tensor& x, const M
   MCSERVE_RETURN_IF_ERROR(kernels::McSegmentPool(
       ctx, {.k = &k, .layout = batch.layout, .first_local = &first_t, .segment_size = c,
             .mean = mc_->pool == McPool::kMean, .pool_sum = &state.at("mc_pool_sum"), .out = &pools}));
-  // Split every sequence after each row that closes a segment (after every row when the read-out
-  // needs the online memory as each row leaves it).
+  // Split every sequence after each row that closes a segment, and after every row that reads a
+  // cached segment when the read-out needs the online memory as each row leaves it.
   const bool row_by_row = rule.ReadsOnlineWeights(mc_->aggregation);
   std::vector<std::vector<Piece::Entry>> runs(num_seqs);
   bool crosses_inside = false;
   for (int b = 0; b < num_seqs; ++b) {
     int64_t begin = batch.cu[b];
     for (int64_t r = batch.cu[b]; r < batch.cu[b + 1]; ++r) {
-      const bool closes = ClosesSegment(batch.positions[b] + (r - batch.cu[b]) + 1, c);
-      if (closes || row_by_row || r + 1 == batch.cu[b + 1]) {
+      const int64_t n = batch.positions[b] + (r - batch.cu[b]) + 1;  // the row's token number
+      const bool closes = ClosesSegment(n, c);
+      if (closes || (row_by_row && n > c) || r + 1 == batch.cu[b + 1]) {
         runs[b].push_back({b, begin, r + 1, closes});
         begin = r + 1;
       }

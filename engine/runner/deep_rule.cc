@@ -1,0 +1,98 @@
+// DeepRule: MemoryStage's view of the MLP memories (deep_rule.h).
+#include "engine/runner/deep_rule.h"
+
+#include <vector>
+
+#include "kernels/core/status_macros.h"
+#include "kernels/deep_memory/deep_mc_readout.h"
+
+namespace mcserve::engine {
+
+using kernels::Context;
+using kernels::Tensor;
+
+absl::Status DeepRule::Run(const Context& ctx, int64_t begin, int64_t end, const kernels::BatchLayout& layout,
+                           std::span<const int64_t> first_positions, LayerState& state, Tensor* out) const {
+  std::vector<Tensor> rows;  // views of this pass's per-row inputs, stable below
+  rows.reserve(6);
+  auto slice = [&](const Tensor* t) -> const Tensor* {
+    if (t == nullptr) return nullptr;
+    rows.push_back(t->Rows(begin, end));
+    return &rows.back();
+  };
+  // Inner chunks run every b tokens from the sequence start, or from each constant segment's start.
+  std::vector<int32_t> offsets(first_positions.size());
+  for (size_t i = 0; i < offsets.size(); ++i) {
+    const int64_t from = w_.segment_size > 0 ? first_positions[i] % w_.segment_size : first_positions[i];
+    offsets[i] = static_cast<int32_t>(from % w_.inner_chunk);
+  }
+  MCSERVE_ASSIGN_OR_RETURN(Tensor inner_offset,
+                           Tensor::FromHostI32(offsets, {static_cast<int64_t>(offsets.size())}, ctx.device));
+  kernels::DeepMemoryArgs a = args_;
+  a.q = slice(args_.q);
+  a.k = slice(args_.k);
+  a.v = slice(args_.v);
+  a.step = slice(args_.step);
+  a.retention = slice(args_.retention);
+  a.momentum_gate = slice(args_.momentum_gate);
+  a.inner_offset = &inner_offset;
+  a.layout = layout;
+  a.memory = &state.at("memory");
+  a.momentum = a.rule == kernels::DeepMemoryRule::kTitans ? &state.at("momentum") : nullptr;
+  a.anchor = w_.inner_chunk > 1 ? &state.at("anchor") : nullptr;
+  a.out = out;
+  return kernels::DeepMemory(ctx, a);
+}
+
+absl::Status DeepRule::Read(const Context& ctx, const McRead& r) const {
+  // No row reads a page: every aggregation is y = o_on, already in out. (Soup would recompute it by
+  // activation mixing over the online weights alone, equal only up to rounding.)
+  if (r.token_pages->dim(0) == 0) return absl::OkStatus();
+  const bool mean = r.mc->aggregation == McAggregation::kMean;
+  std::vector<kernels::DeepMcPage> pages;
+  pages.reserve(r.pages.size());
+  for (const McPageRef& p : r.pages) {
+    // The mean's one page is the running sum of the cached weights: read at 1/N of it.
+    const float scale = mean && r.cached > 0 ? 1.0f / static_cast<float>(r.cached) : 1.0f;
+    pages.push_back({.memory = p.memory, .pooled_key = p.pooled_key, .weight_scale = scale});
+  }
+  kernels::DeepMcReadoutArgs readout{.expansion = static_cast<int>(w_.expansion),
+                                     .top_k = r.mc->top_k,
+                                     .ln_eps = w_.ln_eps,
+                                     .ln_weight = w_.ln_weight ? &*w_.ln_weight : nullptr,
+                                     .ln_bias = w_.ln_bias ? &*w_.ln_bias : nullptr,
+                                     .q = r.q,
+                                     .u = r.u,
+                                     .online_pool = r.pools,
+                                     .online = r.out,
+                                     .pages = pages,
+                                     .token_page_offsets = r.offsets,
+                                     .token_pages = r.token_pages,
+                                     .out = r.out};
+  switch (r.mc->aggregation) {
+    case McAggregation::kGrm: readout.combine = kernels::DeepMcCombine::kSoftmax; break;
+    case McAggregation::kSsc: readout.combine = kernels::DeepMcCombine::kTopKSoftmax; break;
+    case McAggregation::kResidual: readout.combine = kernels::DeepMcCombine::kSum; break;
+    case McAggregation::kSoup:  // activation mixing over the pages and the online weights
+      readout.combine = kernels::DeepMcCombine::kSoup;
+      readout.online = nullptr;
+      readout.online_memory = &r.state->at("memory");
+      readout.layout = r.layout;
+      break;
+    case McAggregation::kMean:  // y = a·M_on(q) + a·M_θ̄(q), a = ½ for average once something is cached
+      readout.combine = kernels::DeepMcCombine::kSum;
+      readout.online_weight = r.mc->mean_combine == McMeanCombine::kAverage && r.cached > 0 ? 0.5f : 1.0f;
+      readout.cached_weight = readout.online_weight;
+      break;
+  }
+  return kernels::DeepMcReadout(ctx, readout);
+}
+
+absl::Status DeepRule::Restart(const Context& /*ctx*/, int slot, LayerState& state) const {
+  Tensor row = state.at("memory").Rows(slot, slot + 1);
+  MCSERVE_RETURN_IF_ERROR(row.CopyFrom(w_.initial));
+  if (args_.rule == kernels::DeepMemoryRule::kTitans) MCSERVE_RETURN_IF_ERROR(ZeroSlot(state.at("momentum"), slot));
+  return absl::OkStatus();
+}
+
+}  // namespace mcserve::engine

@@ -1,0 +1,42 @@
+// DeepRule: MemoryStage's view of the MLP memories (memory_rule.h) — kernels/deep_memory's update
+// with the online read-out, DeepMcReadout over checkpoint pages, and the restart of a slot from
+// the learned initial weights. Built per forward pass around that pass's inputs. Scheduler thread.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+
+#include "engine/runner/memory_rule.h"
+#include "kernels/deep_memory/deep_memory.h"
+
+namespace mcserve::engine {
+
+// What a deep-memory layer binds once (weights and settings), shared by every pass's DeepRule.
+struct DeepMemoryWeights {
+  kernels::DeepMemoryRule rule = kernels::DeepMemoryRule::kDla;
+  int64_t heads = 0, d = 0, expansion = 4, inner_chunk = 1;
+  int64_t segment_size = 0;  // constant MC segments (inner chunks restart at each); 0: none
+  float ln_eps = 1e-6f;
+  kernels::Tensor initial;                             // [1, heads, P] learned initial weights θ_0
+  std::optional<kernels::Tensor> ln_weight, ln_bias;  // [heads, d] (memory_layer_norm)
+};
+
+class DeepRule : public MemoryRule {
+ public:
+  // `args` holds this pass's per-row inputs (q, k, v, step and the Titans gates); `weights` outlives
+  // the rule.
+  DeepRule(const DeepMemoryWeights& weights, kernels::DeepMemoryArgs args) : w_(weights), args_(args) {}
+  absl::Status Run(const kernels::Context& ctx, int64_t begin, int64_t end, const kernels::BatchLayout& layout,
+                   std::span<const int64_t> first_positions, LayerState& state, kernels::Tensor* out) const override;
+  absl::Status Read(const kernels::Context& ctx, const McRead& read) const override;
+  // Memory back to θ_0, momentum to zero (the anchor follows at the segment's first token).
+  absl::Status Restart(const kernels::Context& ctx, int slot, LayerState& state) const override;
+  bool ReadsOnlineWeights(McAggregation aggregation) const override { return aggregation == McAggregation::kSoup; }
+
+ private:
+  const DeepMemoryWeights& w_;
+  kernels::DeepMemoryArgs args_;
+};
+
+}  // namespace mcserve::engine
