@@ -59,10 +59,10 @@ struct Served {
   RecurrentRunner* runner = nullptr;  // owned by the engine
 };
 
-Served Serve(const std::map<std::string, std::string>& mc, int slots, const CheckpointStoreOptions& store,
-             int64_t max_batch_tokens) {
+Served Serve(const std::string& fixture, const std::map<std::string, std::string>& mc, int slots,
+             const CheckpointStoreOptions& store, int64_t max_batch_tokens) {
   Served s;
-  auto model = Model::Load(FixtureDir("gated_deltanet"), {.num_threads = 1, .mc_overrides = mc});
+  auto model = Model::Load(FixtureDir(fixture), {.num_threads = 1, .mc_overrides = mc});
   EXPECT_TRUE(model.ok()) << model.status();
   s.model = std::move(*model);
   auto runner = RecurrentRunner::Create(s.model.get(), {.num_slots = slots, .checkpoints = store, .prefix_block = 8});
@@ -75,12 +75,21 @@ Served Serve(const std::map<std::string, std::string>& mc, int slots, const Chec
   return s;
 }
 
-TEST(EngineEndToEndTest, ConcurrentRequestsGiveExactlyTheTokensEachGivesAlone) {
-  const std::map<std::string, std::string> mc = {{"aggregation", "grm"}, {"segment_size", "4"}};
+// A fixture and the aggregation the concurrency test serves it with: a matrix memory, and both MLP
+// memories (soup reads the online weights row by row; dla's inner chunks of 4 cross requests' steps).
+struct ServedCase {
+  std::string fixture, aggregation;
+};
+
+class EngineEndToEndTest : public ::testing::TestWithParam<ServedCase> {};
+
+TEST_P(EngineEndToEndTest, ConcurrentRequestsGiveExactlyTheTokensEachGivesAlone) {
+  const std::string& fixture = GetParam().fixture;
+  const std::map<std::string, std::string> mc = {{"aggregation", GetParam().aggregation}, {"segment_size", "4"}};
   constexpr int kRequests = 16;
   std::vector<Outcome> alone(kRequests);
   {
-    Served s = Serve(mc, 1, {}, 64);
+    Served s = Serve(fixture, mc, 1, {}, 64);
     const int vocab = static_cast<int>(s.model->config().vocab_size);
     for (int r = 0; r < kRequests; ++r) {
       auto handle = s.engine->Submit(Spec(r, vocab, 1 + r % 12));
@@ -91,7 +100,7 @@ TEST(EngineEndToEndTest, ConcurrentRequestsGiveExactlyTheTokensEachGivesAlone) {
     }
   }
   // All at once, more requests than slots, a token budget that splits prompts over steps.
-  Served s = Serve(mc, 6, {}, 24);
+  Served s = Serve(fixture, mc, 6, {}, 24);
   const int vocab = static_cast<int>(s.model->config().vocab_size);
   std::vector<std::shared_ptr<RequestHandle>> handles;
   for (int r = 0; r < kRequests; ++r) {
@@ -109,9 +118,9 @@ TEST(EngineEndToEndTest, ConcurrentRequestsGiveExactlyTheTokensEachGivesAlone) {
   EXPECT_GT(stats.prompt_tokens_cached, 0);  // the even requests share 16 prompt tokens
 }
 
-TEST(EngineEndToEndTest, SixtyFourMixedRequestsFinishWithNothingLeaked) {
+TEST_P(EngineEndToEndTest, SixtyFourMixedRequestsFinishWithNothingLeaked) {
   const std::map<std::string, std::string> mc = {{"aggregation", "ssc"}, {"segment_size", "4"}, {"top_k", "2"}};
-  Served s = Serve(mc, 8, {.device_bytes = 0, .hot_pages = 4}, 64);
+  Served s = Serve(GetParam().fixture, mc, 8, {.device_bytes = 0, .hot_pages = 4}, 64);
   const int vocab = static_cast<int>(s.model->config().vocab_size);
   std::vector<std::shared_ptr<RequestHandle>> handles;
   for (int r = 0; r < 64; ++r) {
@@ -144,6 +153,11 @@ TEST(EngineEndToEndTest, SixtyFourMixedRequestsFinishWithNothingLeaked) {
   s.engine->Shutdown();  // the scheduler thread is gone: the runner can be inspected
   EXPECT_TRUE(s.runner->SanityCheck().ok()) << s.runner->SanityCheck();
 }
+
+INSTANTIATE_TEST_SUITE_P(Models, EngineEndToEndTest,
+                         ::testing::Values(ServedCase{"gated_deltanet", "grm"}, ServedCase{"titans_mlp", "soup"},
+                                           ServedCase{"dla", "grm"}),
+                         [](const auto& info) { return info.param.fixture; });
 
 }  // namespace
 }  // namespace mcserve::engine

@@ -26,10 +26,13 @@ struct Case {
 std::vector<Case> Cases() {
   std::vector<Case> cases;
   for (const std::string& f : testing::FixtureNames()) cases.push_back({f, {}, f});
-  for (const char* f : {"gated_deltanet", "linear_attn_identity", "swla", "titans", "gla"}) {
-    for (const char* agg : {"residual", "grm", "ssc", "mean"}) {
+  for (const char* f : {"gated_deltanet", "linear_attn_identity", "swla", "titans", "gla", "titans_mlp", "dla"}) {
+    const bool deep = std::string(f) == "titans_mlp" || std::string(f) == "dla";
+    for (const char* agg : {"residual", "grm", "ssc", "mean", "soup"}) {
+      if (std::string(agg) == "soup" && !deep) continue;  // GRM's read-out on matrix memories
       for (const char* seg : {"constant", "logarithmic"}) {
         if (std::string(agg) == "mean" && std::string(seg) == "logarithmic") continue;
+        if (deep && std::string(seg) == "logarithmic") continue;  // not supported on MLP memories yet
         cases.push_back({f, {{"aggregation", agg}, {"segmentation", seg}, {"segment_size", "4"}},
                          std::string(f) + "_" + agg + "_" + seg});
       }

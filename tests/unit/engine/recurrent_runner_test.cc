@@ -49,6 +49,18 @@ std::vector<Case> Cases() {
                    Device::kCudaEmu, {.device_bytes = 0, .hot_pages = 2}, "la_ssc_host_tier_cuda_emu"});
   cases.push_back({"gated_deltanet", {{"aggregation", "grm"}, {"segment_size", "4"}}, Device::kCudaEmu, {},
                    "gdn_grm_cuda_emu"});
+  // The MLP memories: inner chunks of 4 (dla) and momentum (titans_mlp) resume mid-segment too.
+  cases.push_back({"dla", {}, Device::kCpu, {}, "dla_no_mc"});
+  for (const char* agg : {"grm", "soup", "ssc", "residual", "mean"}) {
+    for (const char* init : {"independent", "checkpoint"}) {
+      cases.push_back({"titans_mlp", {{"aggregation", agg}, {"segment_size", "4"}, {"init_mode", init}}, Device::kCpu,
+                       {}, std::string("titans_mlp_") + agg + "_" + init});
+    }
+  }
+  // Segments of 2 cut dla's inner chunks of 4 (prefix blocks stay multiples of 8).
+  cases.push_back({"dla", {{"aggregation", "soup"}, {"segment_size", "2"}}, Device::kCpu, {}, "dla_soup_c2"});
+  cases.push_back({"dla", {{"aggregation", "ssc"}, {"segment_size", "4"}, {"top_k", "1"}}, Device::kCudaEmu,
+                   {.device_bytes = 0, .hot_pages = 2}, "dla_ssc_host_tier_cuda_emu"});
   return cases;
 }
 
