@@ -37,6 +37,7 @@
 #include "kernels/cuda/device_runtime.h"
 #include "server/grpc/grpc_server.h"
 #include "server/http/http_server.h"
+#include "tools/common/mc_flags.h"
 #include "server/metrics/mcserve_metrics.h"
 #include "server/metrics/metrics.h"
 
@@ -58,10 +59,6 @@ ABSL_FLAG(int64_t, max_prompt_tokens, 1 << 20, "Longest prompt accepted, in toke
 ABSL_FLAG(int, max_tokens_limit, 4096, "The largest max_tokens a request may ask for");
 ABSL_FLAG(int64_t, max_request_bytes, 4 << 20,
           "Largest gRPC Generate request in bytes (larger → INVALID_ARGUMENT); gRPC drops messages over 4x this");
-ABSL_FLAG(double, checkpoint_device_mib, -1,
-          "Memory Caching checkpoints: MiB kept on the device tier (the rest go to the host tier); -1 = unlimited");
-ABSL_FLAG(double, checkpoint_host_mib, -1, "Memory Caching checkpoints: MiB of the host tier; -1 = unlimited");
-ABSL_FLAG(int, ssc_hot_pages, 32, "SSC: host-tier checkpoint pages kept staged on the device per layer");
 ABSL_FLAG(bool, prefix_caching, true, "Reuse the state of cached prompt prefixes (--no-prefix-caching: off)");
 ABSL_FLAG(int64_t, prefix_block, 64, "Prefix-cache block in tokens (rounded up to whole MC segments)");
 ABSL_FLAG(std::string, api_key, "",
@@ -81,7 +78,8 @@ constexpr const char* kEnvFlags[] = {
     "model", "host", "grpc_port", "http_port", "device", "threads", "max_slots", "max_batch_tokens",
     "max_waiting", "max_prompt_tokens", "max_tokens_limit", "max_request_bytes", "checkpoint_device_mib",
     "checkpoint_host_mib", "ssc_hot_pages", "prefix_caching", "prefix_block", "api_key", "tls_cert", "tls_key", "tls_client_ca",
-    "shutdown_grace_seconds"};
+    "shutdown_grace_seconds", "mc_aggregation", "mc_segmentation", "mc_segment_size", "mc_init_mode", "mc_gate",
+    "mc_pool", "mc_top_k", "mc_mean_combine", "mc_layers"};
 
 int g_signal_pipe[2] = {-1, -1};
 
@@ -103,23 +101,11 @@ absl::StatusOr<std::string> ReadFile(const std::string& flag, const std::string&
   return ss.str();
 }
 
-// `status` with "--<flag>: " in front of its message.
-absl::Status ForFlag(const char* flag, const absl::Status& status) {
-  return absl::Status(status.code(), absl::StrCat("--", flag, ": ", status.message()));
-}
-
 // --device, resolved: the default is cuda when a GPU is usable, else cpu.
 absl::StatusOr<mcserve::kernels::Device> ChosenDevice() {
   auto device = mcserve::kernels::DeviceFromName(absl::GetFlag(FLAGS_device));
-  if (!device.ok()) return ForFlag("device", device.status());
+  if (!device.ok()) return mcserve::tools::ForFlag("device", device.status());
   return *device;
-}
-
-// A --checkpoint-*-mib flag in bytes.
-absl::StatusOr<int64_t> MibToBytes(const char* flag, double mib) {
-  auto bytes = engine::BudgetBytesFromMib(mib);
-  if (!bytes.ok()) return ForFlag(flag, bytes.status());
-  return *bytes;
 }
 
 // The gRPC module (see server/grpc/grpc_server.h): next to the binary, else where it was built.
@@ -176,12 +162,7 @@ absl::Status CheckServingFlags() {
 absl::StatusOr<engine::RecurrentRunnerOptions> RunnerOptionsFromFlags() {
   engine::RecurrentRunnerOptions options;
   options.num_slots = absl::GetFlag(FLAGS_max_slots);
-  MCSERVE_ASSIGN_OR_RETURN(options.checkpoints.device_bytes,
-                           MibToBytes("checkpoint-device-mib", absl::GetFlag(FLAGS_checkpoint_device_mib)));
-  MCSERVE_ASSIGN_OR_RETURN(options.checkpoints.host_bytes,
-                           MibToBytes("checkpoint-host-mib", absl::GetFlag(FLAGS_checkpoint_host_mib)));
-  options.checkpoints.hot_pages = absl::GetFlag(FLAGS_ssc_hot_pages);
-  if (options.checkpoints.hot_pages < 0) return absl::InvalidArgumentError("--ssc-hot-pages: negative");
+  MCSERVE_ASSIGN_OR_RETURN(options.checkpoints, mcserve::tools::CheckpointOptionsFromFlags());
   options.prefix_caching = absl::GetFlag(FLAGS_prefix_caching);
   options.prefix_block = absl::GetFlag(FLAGS_prefix_block);
   return options;
@@ -254,8 +235,10 @@ absl::Status Run() {
   std::string dir = absl::GetFlag(FLAGS_model);
   if (dir.empty()) dir = MCSERVE_DEFAULT_MODEL;
   MCSERVE_ASSIGN_OR_RETURN(mcserve::kernels::Device device, ChosenDevice());
-  MCSERVE_ASSIGN_OR_RETURN(auto model,
-                           engine::Model::Load(dir, {.device = device, .num_threads = absl::GetFlag(FLAGS_threads)}));
+  // --mc-* flags override the model's memory_caching (post-training Memory Caching).
+  MCSERVE_ASSIGN_OR_RETURN(auto model, engine::Model::Load(dir, {.device = device,
+                                                                 .num_threads = absl::GetFlag(FLAGS_threads),
+                                                                 .mc_overrides = mcserve::tools::McOverridesFromFlags()}));
   MCSERVE_ASSIGN_OR_RETURN(engine::RecurrentRunnerOptions runner_options, RunnerOptionsFromFlags());
   MCSERVE_ASSIGN_OR_RETURN(auto runner, engine::RecurrentRunner::Create(model.get(), runner_options));
 
@@ -334,7 +317,9 @@ int main(int argc, char** argv) {
   for (auto& arg : with_env) args.push_back(arg.data());
 
   absl::FlagsUsageConfig usage;
-  usage.contains_help_flags = [](absl::string_view file) { return absl::EndsWith(file, "server/main.cc"); };
+  usage.contains_help_flags = [](absl::string_view file) {
+    return absl::EndsWith(file, "server/main.cc") || absl::EndsWith(file, "tools/common/mc_flags.cc");
+  };
   absl::SetFlagsUsageConfig(usage);
   absl::SetProgramUsageMessage(
       "mcserve [--model DIR] [--host H] [--grpc-port N] [--http-port N] [...]: serve a recurrent LM over gRPC "

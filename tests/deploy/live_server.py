@@ -84,6 +84,7 @@ def help_values(binary, env):
     for a flag set away from its default, else the flag has its `default: V`."""
     text = _help(binary, env)
     text = text[:text.find("Try --helpfull")] if "Try --helpfull" in text else text
+    text = re.sub(r"^\s*Flags from .*:$", "", text, flags=re.M)  # one header per defining file
     out = {}
     blocks = re.split(r"^\s+--(?=\w+ \()", text, flags=re.M)[1:]
     for block in blocks:

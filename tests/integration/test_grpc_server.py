@@ -44,11 +44,11 @@ def pb(tmp_path_factory):
 
 
 class Server:
-    def __init__(self, *args, env=None):
+    def __init__(self, *args, env=None, model=FIXTURE):
         e = dict(os.environ)
         e.update(env or {})
         self.proc = subprocess.Popen(
-            [SERVER, "--model", FIXTURE, "--host", "127.0.0.1", "--http-port", "0", "--threads", "1",
+            [SERVER, "--model", model, "--host", "127.0.0.1", "--http-port", "0", "--threads", "1",
              "--max-tokens-limit", str(LIMIT), *args],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=e)
         line = self.proc.stdout.readline().decode().rstrip("\n")
@@ -116,6 +116,28 @@ def test_greedy_stream_equals_mcserve_run(pb, stub):
                          capture_output=True, timeout=60)
     assert run.returncode == 0, run.stderr
     assert text == run.stdout.decode("utf-8")[:-1]  # mcserve-run ends with a newline
+
+
+def test_deep_memory_model_serves_with_ssc_staging(pb):
+    """titans with an MLP memory, SSC with every checkpoint on the host tier: the stream stages pages
+    and equals mcserve-run's all-resident greedy text."""
+    deep = os.path.join(ROOT, "tests", "data", "models", "titans_mlp")
+    mc = ["--mc-aggregation", "ssc", "--mc-segment-size", "4", "--mc-top-k", "2"]
+    prompt = "The cat watched the gulls from the window sill, and the gulls"
+    s = Server("--grpc-port", "0", *mc, "--checkpoint-device-mib", "0", "--ssc-hot-pages", "2", model=deep)
+    try:
+        stub = pb[1].GenerationStub(s.channel)
+        info = stub.GetModelInfo(pb[0].GetModelInfoRequest(), timeout=5)
+        assert info.family == "titans"
+        responses = generate(pb, stub, text=prompt, max_tokens=16)
+        done = responses[-1].complete
+        assert done.checkpoints.stagings > 0, done.checkpoints
+        run = subprocess.run([RUN, "--model", deep, "--prompt", prompt, "--temperature", "0", "--max-tokens", "16",
+                              *mc], capture_output=True, timeout=60)
+        assert run.returncode == 0, run.stderr
+        assert "".join(r.text for r in responses) == run.stdout.decode("utf-8")[:-1]
+    finally:
+        assert s.stop() == 0
 
 
 def test_sixty_four_concurrent_streams(pb, stub):

@@ -4,7 +4,6 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
-#include "tools/common/model_flags.h"
 
 // Memory Caching (docs/memory-caching.md); each overrides the model's config.json `memory_caching`.
 ABSL_FLAG(std::string, mc_aggregation, "", "Memory Caching aggregation: residual, grm, soup, ssc, mean, or none (off)");
@@ -24,6 +23,10 @@ ABSL_FLAG(int, ssc_hot_pages, 32,
           "SSC: host-tier checkpoint pages kept staged on the device per layer between steps");
 
 namespace mcserve::tools {
+
+absl::Status ForFlag(const char* flag, const absl::Status& status) {
+  return absl::Status(status.code(), absl::StrCat("--", flag, ": ", status.message()));
+}
 
 std::map<std::string, std::string> McOverridesFromFlags() {
   std::map<std::string, std::string> overrides;

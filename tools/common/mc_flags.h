@@ -1,4 +1,4 @@
-// The Memory Caching flags shared by mcserve-run and mcserve-eval (one definition, in
+// The Memory Caching flags shared by mcserve, mcserve-run and mcserve-eval (one definition, in
 // mc_flags.cc): --mc-aggregation, --mc-segmentation, --mc-segment-size, --mc-init-mode, --mc-gate,
 // --mc-pool, --mc-top-k, --mc-mean-combine, --mc-layers, --checkpoint-device-mib,
 // --checkpoint-host-mib and --ssc-hot-pages. Read them from the main thread after parsing.
@@ -11,6 +11,9 @@
 #include "engine/mc/checkpoint_store.h"
 
 namespace mcserve::tools {
+
+// `status` with "--<flag>: " in front of its message (`flag` spelled with dashes).
+absl::Status ForFlag(const char* flag, const absl::Status& status);
 
 // The --mc-* flags that were given, as Model::Load's Memory Caching overrides (field → value).
 std::map<std::string, std::string> McOverridesFromFlags();

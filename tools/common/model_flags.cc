@@ -14,10 +14,6 @@ ABSL_FLAG(std::string, device, "",
 
 namespace mcserve::tools {
 
-absl::Status ForFlag(const char* flag, const absl::Status& status) {
-  return absl::Status(status.code(), absl::StrCat("--", flag, ": ", status.message()));
-}
-
 std::string ModelDirFromFlags(const std::string& default_dir) {
   const std::string dir = absl::GetFlag(FLAGS_model);
   return dir.empty() ? default_dir : dir;

@@ -9,11 +9,9 @@
 #include "absl/status/statusor.h"
 #include "engine/runner/model.h"
 #include "kernels/core/context.h"
+#include "tools/common/mc_flags.h"  // ForFlag
 
 namespace mcserve::tools {
-
-// `status` with "--<flag>: " in front of its message (`flag` spelled with dashes).
-absl::Status ForFlag(const char* flag, const absl::Status& status);
 
 // --model, or `default_dir` when it was not given.
 std::string ModelDirFromFlags(const std::string& default_dir);
