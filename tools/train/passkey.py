@@ -8,12 +8,15 @@ ids: encode(intro) + filler tokens + encode(question): the filler starts at a wo
 The example's total length is uniform in [shortest possible, context]; the window is then filled
 up to `context` tokens with training text that follows another random word start, so every
 window keeps the training context length and the answer sits at any depth up to it.
+`answer` is the index in the window of the question's first key digit: the 5 answer targets are
+window[answer:answer + 5] (targets are the window itself, windows.model_inputs).
 """
 
 import torch
 
 INTRO = "The pass key is {key}. Remember it."
 QUESTION = "What is the pass key? The pass key is {key}."
+KEY_DIGITS = 5   # keys are 10000..99999, one token per digit
 
 
 class PasskeyMaker:
@@ -31,6 +34,7 @@ class PasskeyMaker:
             raise ValueError("context %d too short for a passkey example (needs > %d tokens)" % (context, fixed))
 
     def _ids(self, template, key):
+        """Token ids of `template` with `key` filled in."""
         return list(self.sp.encode(template.format(key=key)))
 
     def _text_from(self, n, generator):
@@ -39,13 +43,29 @@ class PasskeyMaker:
         s = int(usable[torch.randint(0, usable.numel(), (1,), generator=generator)])
         return self.stream[s:s + n].tolist()
 
-    def window(self, generator):
-        """One window of `context` ids: a passkey example then ordinary text. Returns (ids, key)."""
+    def _key_digits_at(self, ids, key):
+        """Index of the last occurrence of the key's 5 digit pieces in ids (ValueError if absent)."""
+        digits = [self.sp.piece_to_id("<0x%02X>" % ord(c)) for c in str(key)]
+        assert len(digits) == KEY_DIGITS
+        for i in range(len(ids) - len(digits), -1, -1):
+            if ids[i:i + len(digits)] == digits:
+                return i
+        raise ValueError("key %d's digits not found in %r" % (key, ids))
+
+    def example(self, generator):
+        """One window of `context` ids: a passkey example then ordinary text.
+        Returns (ids, key, answer) with answer the index of the question's first key digit."""
         key = int(torch.randint(10000, 100000, (1,), generator=generator))
         intro, question = self._ids(INTRO, key), self._ids(QUESTION, key)
         shortest = len(intro) + len(question) + 1
         length = int(torch.randint(shortest, self.context + 1, (1,), generator=generator))
         filler = self._text_from(length - len(intro) - len(question), generator)
         ids = intro + filler + question
+        answer = len(intro) + len(filler) + self._key_digits_at(question, key)
         ids += self._text_from(self.context - len(ids), generator) if len(ids) < self.context else []
+        return ids, key, answer
+
+    def window(self, generator):
+        """One window of `context` ids: a passkey example then ordinary text. Returns (ids, key)."""
+        ids, key, _ = self.example(generator)
         return ids, key

@@ -61,12 +61,16 @@ def parse_args(argv):
     ap.add_argument("--final-eval-windows", type=int, default=None, help="default: every held-out window")
     ap.add_argument("--passkey-fraction", type=float, default=0.0,
                     help="probability that a training window is a passkey example (issue 7 item 4)")
+    ap.add_argument("--passkey-answer-weight", type=float, default=1.0,
+                    help="loss weight of the 5 key-digit targets after the question (others weigh 1)")
     args = ap.parse_args(argv)
     if args.tiny:
         for k, v in TINY.items():
             setattr(args, k, v)
     if not 0.0 <= args.passkey_fraction <= 1.0:
         ap.error("--passkey-fraction must be in [0, 1]")
+    if args.passkey_answer_weight <= 0:
+        ap.error("--passkey-answer-weight must be > 0")
     return args
 
 
@@ -80,6 +84,7 @@ def build_model(args, vocab):
 
 
 def main(argv=None):
+    """Runs every stage; see the module docstring."""
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
@@ -92,7 +97,8 @@ def main(argv=None):
     print("model: %d parameters" % model.num_parameters(), flush=True)
     settings = trainer.TrainSettings(args.steps, args.batch, args.context, args.lr, args.min_lr_ratio,
                                      args.warmup, args.weight_decay, args.clip, args.eval_interval,
-                                     args.eval_windows, args.passkey_fraction, args.seed)
+                                     args.eval_windows, args.passkey_fraction, args.seed,
+                                     passkey_answer_weight=args.passkey_answer_weight)
     t1 = time.time()
     history = trainer.train(model, corpus, settings, log=lambda m: print(m, flush=True))
     t_train = time.time() - t1

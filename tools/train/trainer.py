@@ -6,9 +6,9 @@ import math
 import time
 
 import torch
-import torch.nn.functional as F
 
 import windows as win
+from loss_weights import answer_weights, weighted_cross_entropy
 from passkey import PasskeyMaker
 
 
@@ -16,12 +16,13 @@ class TrainSettings:
     """Hyper-parameters of one run (see train.py's flags for the meaning of each)."""
 
     def __init__(self, steps, batch, context, lr, min_lr_ratio, warmup, weight_decay, clip,
-                 eval_interval, eval_windows, passkey_fraction, seed):
+                 eval_interval, eval_windows, passkey_fraction, seed, passkey_answer_weight=1.0):
         self.steps, self.batch, self.context = steps, batch, context
         self.lr, self.min_lr_ratio, self.warmup = lr, min_lr_ratio, warmup
         self.weight_decay, self.clip = weight_decay, clip
         self.eval_interval, self.eval_windows = eval_interval, eval_windows
         self.passkey_fraction, self.seed = passkey_fraction, seed
+        self.passkey_answer_weight = passkey_answer_weight
 
 
 def lr_at(step, s):
@@ -42,14 +43,16 @@ def make_optimizer(model, s):
 
 
 def training_batch(corpus, s, generator, passkeys):
-    """[batch, context] windows; each one is a passkey window with probability passkey_fraction."""
+    """([batch, context] windows, [batch, context] loss weights); each window is a passkey window
+    with probability passkey_fraction, whose key-digit answer targets weigh passkey_answer_weight."""
     batch = win.random_windows(corpus.train_ids, s.context, s.batch, generator)
+    answers = [None] * s.batch
     if passkeys is not None:
         pick = torch.rand(s.batch, generator=generator) < s.passkey_fraction
         for i in torch.nonzero(pick).flatten().tolist():
-            ids, _ = passkeys.window(generator)
+            ids, _, answers[i] = passkeys.example(generator)
             batch[i] = torch.tensor(ids, dtype=torch.long)
-    return batch
+    return batch, answer_weights(s.context, answers, s.passkey_answer_weight)
 
 
 def heldout_perplexity(model, corpus, context, limit=None):
@@ -72,9 +75,10 @@ def train(model, corpus, s, log=print):
     for step in range(s.steps):
         for group in opt.param_groups:
             group["lr"] = lr_at(step, s)
-        inputs, targets = win.model_inputs(training_batch(corpus, s, generator, passkeys))
+        batch, weights = training_batch(corpus, s, generator, passkeys)
+        inputs, targets = win.model_inputs(batch)
         logits = model(inputs)
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+        loss = weighted_cross_entropy(logits, targets, weights)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), s.clip)

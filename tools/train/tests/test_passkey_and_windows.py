@@ -105,11 +105,12 @@ def test_training_batch_mixes_passkeys_at_the_requested_rate():
     corpus = _Corpus()
     s = _settings(passkey_fraction=0.5, batch=64, context=128)
     maker = passkey.PasskeyMaker(corpus.sp, corpus.train_ids, s.context)
-    batch = trainer.training_batch(corpus, s, torch.Generator().manual_seed(0), maker)
+    batch, weights = trainer.training_batch(corpus, s, torch.Generator().manual_seed(0), maker)
     intro = corpus.sp.encode(passkey.INTRO.format(key=12345))[:3]   # "The pass key" pieces
     n_passkey = sum(row[:3].tolist() == intro for row in batch)
     assert batch.shape == (64, 128) and 16 <= n_passkey <= 48
-    plain = trainer.training_batch(corpus, _settings(batch=64, context=128), torch.Generator().manual_seed(0), None)
+    assert torch.equal(weights, torch.ones(64, 128))   # passkey_answer_weight 1: an unweighted mean
+    plain, _ = trainer.training_batch(corpus, _settings(batch=64, context=128), torch.Generator().manual_seed(0), None)
     assert sum(row[:3].tolist() == intro for row in plain) == 0
 
 
