@@ -21,6 +21,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import export_model  # noqa: E402
 import gdn_model  # noqa: E402
+import init_from  # noqa: E402
 import prepare_data  # noqa: E402
 import trainer  # noqa: E402
 
@@ -63,6 +64,8 @@ def parse_args(argv):
                     help="probability that a training window is a passkey example (issue 7 item 4)")
     ap.add_argument("--passkey-answer-weight", type=float, default=1.0,
                     help="loss weight of the 5 key-digit targets after the question (others weigh 1)")
+    ap.add_argument("--init-from", default=None, metavar="DIR",
+                    help="start from an exported model directory's weights (config and tokenizer must match)")
     args = ap.parse_args(argv)
     if args.tiny:
         for k, v in TINY.items():
@@ -74,12 +77,15 @@ def parse_args(argv):
     return args
 
 
-def build_model(args, vocab):
+def build_model(args, vocab, tokenizer_path=None):
+    """The training model from the model flags: fla-style random init, then --init-from's weights."""
     cfg = gdn_model.fla_config(vocab_size=vocab, hidden_size=args.hidden, num_hidden_layers=args.layers,
                                num_heads=args.heads, head_dim=args.head_dim, hidden_ratio=args.hidden_ratio,
                                tie_word_embeddings=not args.untied)
     model = gdn_model.GatedDeltaNetLM(cfg, chunk_size=args.chunk)
     model.init_weights(torch.Generator().manual_seed(args.seed))
+    if args.init_from is not None:
+        init_from.init_from(model, args.init_from, tokenizer_path)
     return model
 
 
@@ -93,8 +99,9 @@ def main(argv=None):
     t_data = time.time() - t0
     print("data: %s (%.1fs)" % (json.dumps(corpus.summary), t_data), flush=True)
 
-    model = build_model(args, corpus.sp.get_piece_size())
-    print("model: %d parameters" % model.num_parameters(), flush=True)
+    model = build_model(args, corpus.sp.get_piece_size(), corpus.tokenizer_path)
+    print("model: %d parameters%s" % (model.num_parameters(),
+                                      " from " + args.init_from if args.init_from else ""), flush=True)
     settings = trainer.TrainSettings(args.steps, args.batch, args.context, args.lr, args.min_lr_ratio,
                                      args.warmup, args.weight_decay, args.clip, args.eval_interval,
                                      args.eval_windows, args.passkey_fraction, args.seed,
@@ -114,7 +121,7 @@ def main(argv=None):
         "command": "/usr/bin/python3 tools/train/train.py " + " ".join(sys.argv[1:] if argv is None else argv),
         "heldout_perplexity": ppl, "heldout_nll": nll, "heldout_tokens": n, "context": args.context,
         "data": corpus.summary, "parameters": model.num_parameters(), "safetensors_bytes": size,
-        "dtype": args.dtype, "settings": vars(settings), "history": history,
+        "dtype": args.dtype, "init_from": args.init_from, "settings": vars(settings), "history": history,
         "seconds": {"data_and_tokenizer": t_data, "training": t_train, "final_eval": t_eval, "total": total},
         "threads": args.threads, "torch": torch.__version__,
     }
