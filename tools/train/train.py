@@ -22,6 +22,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import export_model  # noqa: E402
 import gdn_model  # noqa: E402
 import init_from  # noqa: E402
+import passkey_check  # noqa: E402
 import prepare_data  # noqa: E402
 import trainer  # noqa: E402
 
@@ -64,6 +65,9 @@ def parse_args(argv):
                     help="probability that a training window is a passkey example (issue 7 item 4)")
     ap.add_argument("--passkey-answer-weight", type=float, default=1.0,
                     help="loss weight of the 5 key-digit targets after the question (others weigh 1)")
+    ap.add_argument("--passkey-check-trials", type=int, default=0,
+                    help="at each eval also run passkey_check on held-out filler (lengths 128, 256; "
+                         "depth 0 and random) with this many trials each; 0 = off")
     ap.add_argument("--init-from", default=None, metavar="DIR",
                     help="start from an exported model directory's weights (config and tokenizer must match)")
     args = ap.parse_args(argv)
@@ -89,6 +93,23 @@ def build_model(args, vocab, tokenizer_path=None):
     return model
 
 
+def passkey_eval(args, corpus):
+    """The per-eval passkey check for --passkey-check-trials (None when off)."""
+    if args.passkey_check_trials <= 0:
+        return None
+
+    def run(model):
+        """{"passkey_<length>_<depth>": exact fraction} for lengths 128, 256 and depths 0, random."""
+        model.eval()
+        try:
+            res = passkey_check.report(model, corpus.sp, corpus.heldout_ids, [128, 256], [0.0, None],
+                                       args.passkey_check_trials, seed=1, log=lambda m: print(m, flush=True))
+        finally:
+            model.train()
+        return {"passkey_%d_%s" % (n, "rand" if d is None else d): r["exact"] for (n, d), r in res.items()}
+    return run
+
+
 def main(argv=None):
     """Runs every stage; see the module docstring."""
     args = parse_args(argv)
@@ -107,7 +128,8 @@ def main(argv=None):
                                      args.eval_windows, args.passkey_fraction, args.seed,
                                      passkey_answer_weight=args.passkey_answer_weight)
     t1 = time.time()
-    history = trainer.train(model, corpus, settings, log=lambda m: print(m, flush=True))
+    history = trainer.train(model, corpus, settings, log=lambda m: print(m, flush=True),
+                            extra_eval=passkey_eval(args, corpus))
     t_train = time.time() - t1
 
     t2 = time.time()

@@ -64,8 +64,9 @@ def heldout_perplexity(model, corpus, context, limit=None):
         model.train()
 
 
-def train(model, corpus, s, log=print):
-    """Trains `model` in place for s.steps steps. Returns a list of dict records (one per eval)."""
+def train(model, corpus, s, log=print, extra_eval=None):
+    """Trains `model` in place for s.steps steps. Returns a list of dict records (one per eval);
+    extra_eval(model) → dict, if given, runs at each eval and its entries join the record."""
     generator = torch.Generator().manual_seed(s.seed)
     passkeys = PasskeyMaker(corpus.sp, corpus.train_ids, s.context) if s.passkey_fraction > 0 else None
     opt = make_optimizer(model, s)
@@ -93,6 +94,9 @@ def train(model, corpus, s, log=print):
         if done % s.eval_interval == 0 or done == s.steps:
             ppl, nll, n = heldout_perplexity(model, corpus, s.context, s.eval_windows)
             log("eval  step %d  held-out ppl %.3f (first %d tokens)" % (done, ppl, n))
-            history.append({"step": done, "train_loss": loss.item(), "heldout_ppl_subset": ppl,
-                            "subset_tokens": n, "elapsed_s": time.time() - start})
+            record = {"step": done, "train_loss": loss.item(), "heldout_ppl_subset": ppl,
+                      "subset_tokens": n, "elapsed_s": time.time() - start}
+            if extra_eval is not None:
+                record.update(extra_eval(model))
+            history.append(record)
     return history
