@@ -10,6 +10,10 @@ up to `context` tokens with training text that follows another random word start
 window keeps the training context length and the answer sits at any depth up to it.
 `answer` is the index in the window of the question's first key digit: the 5 answer targets are
 window[answer:answer + 5] (targets are the window itself, windows.model_inputs).
+
+Options for the trainer: `longest` caps an example's length (a length curriculum), and `packed`
+fills a window with examples back to back (more answers per window; the second and later
+examples follow other text, as the needle does at depth > 0 in mcserve-eval's prompts).
 """
 
 import torch
@@ -30,6 +34,7 @@ class PasskeyMaker:
         word_start = torch.tensor([sp.id_to_piece(i).startswith("\u2581") for i in range(sp.get_piece_size())])
         self.word_starts = torch.nonzero(word_start[stream]).flatten()
         fixed = len(self._ids(INTRO, 10000)) + len(self._ids(QUESTION, 10000))
+        self.shortest = fixed + 1   # every key has 5 digits, so every example's template is this long
         if fixed + 1 > context:
             raise ValueError("context %d too short for a passkey example (needs > %d tokens)" % (context, fixed))
 
@@ -52,18 +57,37 @@ class PasskeyMaker:
                 return i
         raise ValueError("key %d's digits not found in %r" % (key, ids))
 
-    def example(self, generator):
-        """One window of `context` ids: a passkey example then ordinary text.
-        Returns (ids, key, answer) with answer the index of the question's first key digit."""
+    def _one(self, generator, longest):
+        """One example of uniform length in [shortest, longest]: (ids, key, index of its answer)."""
         key = int(torch.randint(10000, 100000, (1,), generator=generator))
         intro, question = self._ids(INTRO, key), self._ids(QUESTION, key)
         shortest = len(intro) + len(question) + 1
-        length = int(torch.randint(shortest, self.context + 1, (1,), generator=generator))
+        length = int(torch.randint(shortest, max(shortest, longest) + 1, (1,), generator=generator))
         filler = self._text_from(length - len(intro) - len(question), generator)
-        ids = intro + filler + question
-        answer = len(intro) + len(filler) + self._key_digits_at(question, key)
-        ids += self._text_from(self.context - len(ids), generator) if len(ids) < self.context else []
-        return ids, key, answer
+        return intro + filler + question, key, len(intro) + len(filler) + self._key_digits_at(question, key)
+
+    def _fill(self, ids, generator):
+        """ids completed to `context` tokens with training text."""
+        return ids + (self._text_from(self.context - len(ids), generator) if len(ids) < self.context else [])
+
+    def example(self, generator, longest=None):
+        """One window of `context` ids: a passkey example (at most `longest` tokens, default the
+        context) then ordinary text. Returns (ids, key, answer) with answer the index of the
+        question's first key digit."""
+        ids, key, answer = self._one(generator, min(longest or self.context, self.context))
+        return self._fill(ids, generator), key, answer
+
+    def packed(self, generator, longest=None):
+        """One window of `context` ids holding passkey examples back to back (each at most
+        `longest` tokens and what is left of the window) while one more fits, then ordinary text.
+        Returns (ids, keys, answers)."""
+        ids, keys, answers = [], [], []
+        while self.context - len(ids) >= self.shortest:
+            one, key, answer = self._one(generator, min(longest or self.context, self.context - len(ids)))
+            answers.append(len(ids) + answer)
+            keys.append(key)
+            ids += one
+        return self._fill(ids, generator), keys, answers
 
     def window(self, generator):
         """One window of `context` ids: a passkey example then ordinary text. Returns (ids, key)."""

@@ -65,6 +65,11 @@ def parse_args(argv):
                     help="probability that a training window is a passkey example (issue 7 item 4)")
     ap.add_argument("--passkey-answer-weight", type=float, default=1.0,
                     help="loss weight of the 5 key-digit targets after the question (others weigh 1)")
+    ap.add_argument("--passkey-pack", action="store_true",
+                    help="a passkey window holds examples back to back while one more fits (else one example)")
+    ap.add_argument("--passkey-curriculum", type=int, default=None, metavar="L",
+                    help="longest passkey example L tokens at the first step, growing linearly to --context "
+                         "at half the steps (default: up to --context throughout)")
     ap.add_argument("--passkey-check-trials", type=int, default=0,
                     help="at each eval also run passkey_check on held-out filler (lengths 128, 256; "
                          "depth 0 and random) with this many trials each; 0 = off")
@@ -78,6 +83,8 @@ def parse_args(argv):
         ap.error("--passkey-fraction must be in [0, 1]")
     if args.passkey_answer_weight <= 0:
         ap.error("--passkey-answer-weight must be > 0")
+    if args.passkey_curriculum is not None and not 0 < args.passkey_curriculum <= args.context:
+        ap.error("--passkey-curriculum must be in (0, --context]")
     return args
 
 
@@ -126,7 +133,8 @@ def main(argv=None):
     settings = trainer.TrainSettings(args.steps, args.batch, args.context, args.lr, args.min_lr_ratio,
                                      args.warmup, args.weight_decay, args.clip, args.eval_interval,
                                      args.eval_windows, args.passkey_fraction, args.seed,
-                                     passkey_answer_weight=args.passkey_answer_weight)
+                                     passkey_answer_weight=args.passkey_answer_weight,
+                                     passkey_pack=args.passkey_pack, passkey_curriculum=args.passkey_curriculum)
     t1 = time.time()
     history = trainer.train(model, corpus, settings, log=lambda m: print(m, flush=True),
                             extra_eval=passkey_eval(args, corpus))

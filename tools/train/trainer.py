@@ -8,7 +8,7 @@ import time
 import torch
 
 import windows as win
-from loss_weights import answer_weights, weighted_cross_entropy
+from loss_weights import answer_mask, answer_weights, weighted_cross_entropy
 from passkey import PasskeyMaker
 
 
@@ -16,13 +16,15 @@ class TrainSettings:
     """Hyper-parameters of one run (see train.py's flags for the meaning of each)."""
 
     def __init__(self, steps, batch, context, lr, min_lr_ratio, warmup, weight_decay, clip,
-                 eval_interval, eval_windows, passkey_fraction, seed, passkey_answer_weight=1.0):
+                 eval_interval, eval_windows, passkey_fraction, seed, passkey_answer_weight=1.0,
+                 passkey_pack=False, passkey_curriculum=None):
         self.steps, self.batch, self.context = steps, batch, context
         self.lr, self.min_lr_ratio, self.warmup = lr, min_lr_ratio, warmup
         self.weight_decay, self.clip = weight_decay, clip
         self.eval_interval, self.eval_windows = eval_interval, eval_windows
         self.passkey_fraction, self.seed = passkey_fraction, seed
         self.passkey_answer_weight = passkey_answer_weight
+        self.passkey_pack, self.passkey_curriculum = passkey_pack, passkey_curriculum
 
 
 def lr_at(step, s):
@@ -42,17 +44,31 @@ def make_optimizer(model, s):
     return torch.optim.AdamW(groups, lr=s.lr, betas=(0.9, 0.95), eps=1e-8)
 
 
-def training_batch(corpus, s, generator, passkeys):
-    """([batch, context] windows, [batch, context] loss weights); each window is a passkey window
-    with probability passkey_fraction, whose key-digit answer targets weigh passkey_answer_weight."""
+def longest_passkey(step, s):
+    """Longest passkey example at 0-based `step`: the context, or with passkey_curriculum = L,
+    L at step 0 growing linearly to the context at half the steps."""
+    if s.passkey_curriculum is None:
+        return s.context
+    ramp = min(1.0, step / max(1, s.steps // 2))
+    return int(round(s.passkey_curriculum + (s.context - s.passkey_curriculum) * ramp))
+
+
+def training_batch(corpus, s, generator, passkeys, step=0):
+    """([batch, context] windows, [batch, context] bool mask of the passkey answers' key-digit
+    targets); each window is a passkey window (one example, or packed examples with
+    passkey_pack) with probability passkey_fraction."""
     batch = win.random_windows(corpus.train_ids, s.context, s.batch, generator)
-    answers = [None] * s.batch
+    answers = [[] for _ in range(s.batch)]
     if passkeys is not None:
         pick = torch.rand(s.batch, generator=generator) < s.passkey_fraction
         for i in torch.nonzero(pick).flatten().tolist():
-            ids, _, answers[i] = passkeys.example(generator)
+            if s.passkey_pack:
+                ids, _, answers[i] = passkeys.packed(generator, longest_passkey(step, s))
+            else:
+                ids, _, answer = passkeys.example(generator, longest_passkey(step, s))
+                answers[i] = [answer]
             batch[i] = torch.tensor(ids, dtype=torch.long)
-    return batch, answer_weights(s.context, answers, s.passkey_answer_weight)
+    return batch, answer_mask(s.context, answers)
 
 
 def heldout_perplexity(model, corpus, context, limit=None):
@@ -70,16 +86,17 @@ def train(model, corpus, s, log=print, extra_eval=None):
     generator = torch.Generator().manual_seed(s.seed)
     passkeys = PasskeyMaker(corpus.sp, corpus.train_ids, s.context) if s.passkey_fraction > 0 else None
     opt = make_optimizer(model, s)
-    history = []
+    history, answer_nll = [], []
     start = last = time.time()
     model.train()
     for step in range(s.steps):
         for group in opt.param_groups:
             group["lr"] = lr_at(step, s)
-        batch, weights = training_batch(corpus, s, generator, passkeys)
+        batch, mask = training_batch(corpus, s, generator, passkeys, step)
         inputs, targets = win.model_inputs(batch)
         logits = model(inputs)
-        loss = weighted_cross_entropy(logits, targets, weights)
+        loss, nll = weighted_cross_entropy(logits, targets, answer_weights(mask, s.passkey_answer_weight), mask)
+        answer_nll += [] if nll is None else [nll]
         opt.zero_grad(set_to_none=True)
         loss.backward()
         gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), s.clip)
@@ -87,10 +104,11 @@ def train(model, corpus, s, log=print, extra_eval=None):
         done = step + 1
         if done % 10 == 0 or done == s.steps:
             now = time.time()
-            log("step %5d/%d  loss %.4f  gnorm %.2f  lr %.2e  %.0f tok/s  elapsed %.0fs"
+            log("step %5d/%d  loss %.4f  gnorm %.2f  lr %.2e  %.0f tok/s  elapsed %.0fs%s"
                 % (done, s.steps, loss.item(), float(gnorm), lr_at(step, s),
-                   10 * s.batch * s.context / max(now - last, 1e-9) if done % 10 == 0 else 0.0, now - start))
-            last = now
+                   10 * s.batch * s.context / max(now - last, 1e-9) if done % 10 == 0 else 0.0, now - start,
+                   "  answer NLL %.3f" % (sum(answer_nll) / len(answer_nll)) if answer_nll else ""))
+            last, answer_nll = now, []
         if done % s.eval_interval == 0 or done == s.steps:
             ppl, nll, n = heldout_perplexity(model, corpus, s.context, s.eval_windows)
             log("eval  step %d  held-out ppl %.3f (first %d tokens)" % (done, ppl, n))

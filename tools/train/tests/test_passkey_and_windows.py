@@ -105,11 +105,12 @@ def test_training_batch_mixes_passkeys_at_the_requested_rate():
     corpus = _Corpus()
     s = _settings(passkey_fraction=0.5, batch=64, context=128)
     maker = passkey.PasskeyMaker(corpus.sp, corpus.train_ids, s.context)
-    batch, weights = trainer.training_batch(corpus, s, torch.Generator().manual_seed(0), maker)
+    batch, mask = trainer.training_batch(corpus, s, torch.Generator().manual_seed(0), maker)
     intro = corpus.sp.encode(passkey.INTRO.format(key=12345))[:3]   # "The pass key" pieces
     n_passkey = sum(row[:3].tolist() == intro for row in batch)
     assert batch.shape == (64, 128) and 16 <= n_passkey <= 48
-    assert torch.equal(weights, torch.ones(64, 128))   # passkey_answer_weight 1: an unweighted mean
+    is_passkey = torch.tensor([row[:3].tolist() == intro for row in batch])
+    assert torch.equal(mask.sum(1), 5 * is_passkey.long())   # one answer (5 key digits) per passkey window
     plain, _ = trainer.training_batch(corpus, _settings(batch=64, context=128), torch.Generator().manual_seed(0), None)
     assert sum(row[:3].tolist() == intro for row in plain) == 0
 
@@ -121,3 +122,46 @@ def test_lr_schedule_warms_up_then_decays_to_the_floor():
     assert abs(trainer.lr_at(99, s) - 1e-4) < 1e-15
     lrs = [trainer.lr_at(i, s) for i in range(10, 100)]
     assert all(a >= b for a, b in zip(lrs, lrs[1:]))
+
+
+def test_passkey_longest_caps_the_example():
+    corpus = _Corpus()
+    maker = passkey.PasskeyMaker(corpus.sp, corpus.train_ids, 128)
+    g = torch.Generator().manual_seed(2)
+    for _ in range(20):
+        ids, key, answer = maker.example(g, longest=maker.shortest + 4)
+        assert len(ids) == 128 and answer + 6 <= maker.shortest + 4   # the example ends with "<key>." by then
+        assert corpus.sp.decode(ids[answer:answer + 5]) == str(key)
+
+
+def test_packed_window_holds_examples_back_to_back():
+    corpus = _Corpus()
+    maker = passkey.PasskeyMaker(corpus.sp, corpus.train_ids, 200)
+    g = torch.Generator().manual_seed(4)
+    for _ in range(10):
+        ids, keys, answers = maker.packed(g, longest=maker.shortest + 20)
+        assert len(ids) == 200 and len(keys) == len(answers) >= 2 and answers == sorted(answers)
+        text = corpus.sp.decode(ids)
+        for key, answer in zip(keys, answers):
+            assert corpus.sp.decode(ids[answer:answer + 5]) == str(key)
+            assert "The pass key is %d. Remember it." % key in text
+            assert "What is the pass key? The pass key is %d." % key in text
+        end = answers[-1] + 6                  # after the last example's "."
+        assert 200 - end < maker.shortest      # no room was left for another example
+
+
+def test_curriculum_grows_the_longest_example_to_the_context():
+    s = _settings(steps=100, context=256, passkey_curriculum=64)
+    longest = [trainer.longest_passkey(i, s) for i in range(100)]
+    assert longest[0] == 64 and longest[50] == 256 and longest[99] == 256
+    assert all(a <= b for a, b in zip(longest, longest[1:]))
+    assert trainer.longest_passkey(0, _settings(context=256)) == 256
+
+
+def test_passkey_flags_reach_the_settings():
+    import train
+    args = train.parse_args(["--passkey-fraction", "0.5", "--passkey-pack", "--passkey-curriculum", "64",
+                             "--passkey-answer-weight", "30"])
+    assert (args.passkey_pack, args.passkey_curriculum, args.passkey_answer_weight) == (True, 64, 30.0)
+    plain = train.parse_args([])
+    assert (plain.passkey_pack, plain.passkey_curriculum, plain.passkey_answer_weight) == (False, None, 1.0)
