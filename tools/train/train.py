@@ -19,6 +19,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import digit_embeddings  # noqa: E402
 import export_model  # noqa: E402
 import gdn_model  # noqa: E402
 import init_from  # noqa: E402
@@ -70,6 +71,9 @@ def parse_args(argv):
     ap.add_argument("--passkey-curriculum", type=int, default=None, metavar="L",
                     help="longest passkey example L tokens at the first step, growing linearly to --context "
                          "at half the steps (default: up to --context throughout)")
+    ap.add_argument("--reinit-digit-embeddings", action="store_true",
+                    help="redraw the ten digit tokens' embeddings (after --init-from): a KJV-trained model has "
+                         "them nearly identical, see digit_embeddings.py")
     ap.add_argument("--passkey-check-trials", type=int, default=0,
                     help="at each eval also run passkey_check on held-out filler (lengths 128, 256; "
                          "depth 0 and random) with this many trials each; 0 = off")
@@ -88,8 +92,9 @@ def parse_args(argv):
     return args
 
 
-def build_model(args, vocab, tokenizer_path=None):
-    """The training model from the model flags: fla-style random init, then --init-from's weights."""
+def build_model(args, vocab, tokenizer_path=None, sp=None):
+    """The training model from the model flags: fla-style random init, then --init-from's weights,
+    then (--reinit-digit-embeddings, needs the tokenizer `sp`) fresh digit embeddings."""
     cfg = gdn_model.fla_config(vocab_size=vocab, hidden_size=args.hidden, num_hidden_layers=args.layers,
                                num_heads=args.heads, head_dim=args.head_dim, hidden_ratio=args.hidden_ratio,
                                tie_word_embeddings=not args.untied)
@@ -97,6 +102,12 @@ def build_model(args, vocab, tokenizer_path=None):
     model.init_weights(torch.Generator().manual_seed(args.seed))
     if args.init_from is not None:
         init_from.init_from(model, args.init_from, tokenizer_path)
+    if args.reinit_digit_embeddings:
+        ids = digit_embeddings.digit_ids(sp)
+        before = digit_embeddings.mean_pairwise_cosine(model, ids)
+        digit_embeddings.reinit_digit_embeddings(model, sp, torch.Generator().manual_seed(args.seed + 1))
+        print("digit embeddings redrawn: mean pairwise cosine %.3f → %.3f"
+              % (before, digit_embeddings.mean_pairwise_cosine(model, ids)), flush=True)
     return model
 
 
@@ -127,7 +138,7 @@ def main(argv=None):
     t_data = time.time() - t0
     print("data: %s (%.1fs)" % (json.dumps(corpus.summary), t_data), flush=True)
 
-    model = build_model(args, corpus.sp.get_piece_size(), corpus.tokenizer_path)
+    model = build_model(args, corpus.sp.get_piece_size(), corpus.tokenizer_path, corpus.sp)
     print("model: %d parameters%s" % (model.num_parameters(),
                                       " from " + args.init_from if args.init_from else ""), flush=True)
     settings = trainer.TrainSettings(args.steps, args.batch, args.context, args.lr, args.min_lr_ratio,
