@@ -70,7 +70,9 @@ def parse_args(argv):
                     help="a passkey window holds examples back to back while one more fits (else one example)")
     ap.add_argument("--passkey-curriculum", type=int, default=None, metavar="L",
                     help="longest passkey example L tokens at the first step, growing linearly to --context "
-                         "at half the steps (default: up to --context throughout)")
+                         "at --passkey-curriculum-end of the steps (default: up to --context throughout)")
+    ap.add_argument("--passkey-curriculum-end", type=float, default=0.5, metavar="F",
+                    help="fraction of the steps after which passkey examples reach --context (default 0.5)")
     ap.add_argument("--reinit-digit-embeddings", action="store_true",
                     help="redraw the ten digit tokens' embeddings (after --init-from): a KJV-trained model has "
                          "them nearly identical, see digit_embeddings.py")
@@ -89,6 +91,8 @@ def parse_args(argv):
         ap.error("--passkey-answer-weight must be > 0")
     if args.passkey_curriculum is not None and not 0 < args.passkey_curriculum <= args.context:
         ap.error("--passkey-curriculum must be in (0, --context]")
+    if not 0.0 < args.passkey_curriculum_end <= 1.0:
+        ap.error("--passkey-curriculum-end must be in (0, 1]")
     return args
 
 
@@ -145,7 +149,8 @@ def main(argv=None):
                                      args.warmup, args.weight_decay, args.clip, args.eval_interval,
                                      args.eval_windows, args.passkey_fraction, args.seed,
                                      passkey_answer_weight=args.passkey_answer_weight,
-                                     passkey_pack=args.passkey_pack, passkey_curriculum=args.passkey_curriculum)
+                                     passkey_pack=args.passkey_pack, passkey_curriculum=args.passkey_curriculum,
+                                     passkey_curriculum_end=args.passkey_curriculum_end)
     t1 = time.time()
     history = trainer.train(model, corpus, settings, log=lambda m: print(m, flush=True),
                             extra_eval=passkey_eval(args, corpus))

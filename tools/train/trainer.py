@@ -17,7 +17,7 @@ class TrainSettings:
 
     def __init__(self, steps, batch, context, lr, min_lr_ratio, warmup, weight_decay, clip,
                  eval_interval, eval_windows, passkey_fraction, seed, passkey_answer_weight=1.0,
-                 passkey_pack=False, passkey_curriculum=None):
+                 passkey_pack=False, passkey_curriculum=None, passkey_curriculum_end=0.5):
         self.steps, self.batch, self.context = steps, batch, context
         self.lr, self.min_lr_ratio, self.warmup = lr, min_lr_ratio, warmup
         self.weight_decay, self.clip = weight_decay, clip
@@ -25,6 +25,7 @@ class TrainSettings:
         self.passkey_fraction, self.seed = passkey_fraction, seed
         self.passkey_answer_weight = passkey_answer_weight
         self.passkey_pack, self.passkey_curriculum = passkey_pack, passkey_curriculum
+        self.passkey_curriculum_end = passkey_curriculum_end
 
 
 def lr_at(step, s):
@@ -46,10 +47,10 @@ def make_optimizer(model, s):
 
 def longest_passkey(step, s):
     """Longest passkey example at 0-based `step`: the context, or with passkey_curriculum = L,
-    L at step 0 growing linearly to the context at half the steps."""
+    L at step 0 growing linearly to the context at passkey_curriculum_end of the steps."""
     if s.passkey_curriculum is None:
         return s.context
-    ramp = min(1.0, step / max(1, s.steps // 2))
+    ramp = min(1.0, step / max(1, int(s.steps * s.passkey_curriculum_end)))
     return int(round(s.passkey_curriculum + (s.context - s.passkey_curriculum) * ramp))
 
 

@@ -165,3 +165,9 @@ def test_passkey_flags_reach_the_settings():
     assert (args.passkey_pack, args.passkey_curriculum, args.passkey_answer_weight) == (True, 64, 30.0)
     plain = train.parse_args([])
     assert (plain.passkey_pack, plain.passkey_curriculum, plain.passkey_answer_weight) == (False, None, 1.0)
+
+
+def test_curriculum_end_sets_where_the_ramp_reaches_the_context():
+    s = _settings(steps=100, context=256, passkey_curriculum=40, passkey_curriculum_end=0.8)
+    longest = [trainer.longest_passkey(i, s) for i in range(100)]
+    assert longest[0] == 40 and longest[40] == 40 + 108 and longest[79] < 256 and longest[80] == 256
