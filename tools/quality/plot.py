@@ -17,12 +17,12 @@ from matplotlib import ticker  # noqa: E402
 
 import variants as V  # noqa: E402
 
-METRICS = {"perplexity": ("perplexity", "held-out perplexity", True),
-           "accuracy": ("accuracy", "passkey accuracy", False)}
+METRICS = {"perplexity": ("perplexity", "held-out perplexity", True, "evaluation length (tokens)"),
+           "accuracy": ("accuracy", "passkey accuracy", False, "prompt length: haystack + needle + question (tokens)")}
 
 
 def metric_of(report):
-    """(record key, axis label, log y) of a results file: perplexity or passkey accuracy."""
+    """(record key, y label, log y, x label) of a results file: perplexity or passkey accuracy."""
     first = report["results"][0]
     return METRICS["perplexity" if "perplexity" in first else "accuracy"]
 
@@ -35,7 +35,7 @@ def series(records, key, name, init_mode):
 
 def plot(report, out_png, title=None):
     """Writes the figure for `report` (a loaded results JSON) to out_png."""
-    key, ylabel, log_y = metric_of(report)
+    key, ylabel, log_y, xlabel = metric_of(report)
     records = report["results"]
     modes = [m for m in V.INIT_MODES if any(r["init_mode"] == m for r in records)] or [None]
     fig, axes = plt.subplots(1, len(modes), figsize=(6 * len(modes), 4.5), sharey=True, squeeze=False)
@@ -57,7 +57,7 @@ def plot(report, out_png, title=None):
             plain = ticker.FuncFormatter(lambda v, _: "%g" % v)
             ax.yaxis.set_major_formatter(plain)
             ax.yaxis.set_minor_formatter(plain)
-        ax.set_xlabel("evaluation length (tokens)")
+        ax.set_xlabel(xlabel)
         ax.set_title("init mode: %s" % mode if mode else "")
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=8)
