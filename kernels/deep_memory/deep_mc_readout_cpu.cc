@@ -15,6 +15,7 @@
 
 #include "kernels/core/tensor_data.h"
 #include "kernels/cpu/thread_pool.h"
+#include "kernels/mc_readout/token_page_index.h"
 #include "kernels/deep_memory/deep_mc_readout.h"
 #include "kernels/deep_memory/deep_memory_math.h"
 #include "kernels/mc_readout/mc_readout_math.h"
@@ -43,29 +44,10 @@ struct Problem {
   const int32_t *offsets, *token_pages;
   std::vector<const float*> memory, pooled;  // per page: [H, P], [H, d] (null for kSum)
   std::vector<float> scale;                  // per page: weight_scale
-  // Inverse CSR: entries reading page i are inv_entry[page_begin[i] .. page_begin[i + 1]), by token.
-  std::vector<int64_t> page_begin;
-  std::vector<int32_t> inv_entry, inv_token;
+  TokenPageIndex index;  // the readers of each page, by token
   std::vector<float> gamma;     // [H, E]: weight of entry x for head h at h·E + x (0 = not read)
   std::vector<float> gamma_on;  // [H, T]: the online memory's weight
 };
-
-void BuildInverse(Problem& pr) {
-  const int64_t num_pages = static_cast<int64_t>(pr.memory.size());
-  pr.page_begin.assign(num_pages + 1, 0);
-  for (int64_t x = 0; x < pr.e_entries; ++x) ++pr.page_begin[pr.token_pages[x] + 1];
-  for (int64_t i = 0; i < num_pages; ++i) pr.page_begin[i + 1] += pr.page_begin[i];
-  pr.inv_entry.resize(pr.e_entries);
-  pr.inv_token.resize(pr.e_entries);
-  std::vector<int64_t> fill(pr.page_begin.begin(), pr.page_begin.end() - 1);
-  for (int64_t t = 0; t < pr.t; ++t) {  // tokens ascending, so each page's entries are sorted by token
-    for (int32_t x = pr.offsets[t]; x < pr.offsets[t + 1]; ++x) {
-      const int64_t s = fill[pr.token_pages[x]]++;
-      pr.inv_entry[s] = x;
-      pr.inv_token[s] = static_cast<int32_t>(t);
-    }
-  }
-}
 
 const float* LnRow(const float* ln, int64_t h, int d) { return ln != nullptr ? ln + h * d : nullptr; }
 
@@ -94,16 +76,16 @@ void GateWeights(Problem& pr, int64_t h, int64_t t0, int64_t t1) {
   }
 }
 
-// The entries s (into inv_*) of page i read by tokens [t0, t1) with a nonzero weight for head h.
+// The entries s (into index.entry, index.token) of page i read by tokens [t0, t1) with a nonzero weight for head h.
 void PageRows(const Problem& pr, int64_t i, int64_t h, int64_t t0, int64_t t1, std::vector<int32_t>& rows) {
   const float* gamma = pr.gamma.data() + h * pr.e_entries;
-  const int32_t* tok_begin = pr.inv_token.data() + pr.page_begin[i];
-  const int32_t* tok_end = pr.inv_token.data() + pr.page_begin[i + 1];
-  const int64_t lo = std::lower_bound(tok_begin, tok_end, static_cast<int32_t>(t0)) - pr.inv_token.data();
-  const int64_t hi = std::lower_bound(tok_begin, tok_end, static_cast<int32_t>(t1)) - pr.inv_token.data();
+  const int32_t* tok_begin = pr.index.token.data() + pr.index.page_begin[i];
+  const int32_t* tok_end = pr.index.token.data() + pr.index.page_begin[i + 1];
+  const int64_t lo = std::lower_bound(tok_begin, tok_end, static_cast<int32_t>(t0)) - pr.index.token.data();
+  const int64_t hi = std::lower_bound(tok_begin, tok_end, static_cast<int32_t>(t1)) - pr.index.token.data();
   rows.clear();
   for (int64_t s = lo; s < hi; ++s) {
-    if (gamma[pr.inv_entry[s]] != 0.0f) rows.push_back(static_cast<int32_t>(s));
+    if (gamma[pr.index.entry[s]] != 0.0f) rows.push_back(static_cast<int32_t>(s));
   }
 }
 
@@ -135,21 +117,21 @@ void MixOutputs(const Problem& pr, int64_t h, int64_t t0, int64_t t1) {
     y.resize(m * d);
     if (m <= kLoopMaxRows) {
       for (int64_t r = 0; r < m; ++r) {
-        const float* q = pr.q + (pr.inv_token[rows[r]] * pr.hs + h) * d;
+        const float* q = pr.q + (pr.index.token[rows[r]] * pr.hs + h) * d;
         math::MlpForward(W, q, c, d, e, z.data() + r * e, y.data() + r * d);
       }
     } else {
       x.resize(m * d);
       for (int64_t r = 0; r < m; ++r) {
-        std::copy_n(pr.q + (pr.inv_token[rows[r]] * pr.hs + h) * d, d, x.data() + r * d);
+        std::copy_n(pr.q + (pr.index.token[rows[r]] * pr.hs + h) * d, d, x.data() + r * d);
       }
       GemmT(x.data(), m, d, W, e, c, z.data());
       for (int64_t j = 0; j < m * e; ++j) z[j] = math::Gelu(z[j]);
       GemmT(z.data(), m, e, W + static_cast<int64_t>(e) * d, d, c, y.data());
     }
     for (int64_t r = 0; r < m; ++r) {
-      const int64_t row = pr.inv_token[rows[r]] * pr.hs + h;
-      math::AccumulateOutput(pr.q + row * d, y.data() + r * d, ln_w, ln_b, pr.eps, d, gamma[pr.inv_entry[rows[r]]],
+      const int64_t row = pr.index.token[rows[r]] * pr.hs + h;
+      math::AccumulateOutput(pr.q + row * d, y.data() + r * d, ln_w, ln_b, pr.eps, d, gamma[pr.index.entry[rows[r]]],
                              tmp.data(), pr.out + row * d);
     }
   }
@@ -184,12 +166,12 @@ void Soup(const Problem& pr, int64_t h, int64_t t0, int64_t t1) {
       const int64_t m = static_cast<int64_t>(rows.size());
       // The layer's input of entry s: q (pass 0) or h* of its token (pass 1).
       const auto input = [&](int32_t s) {
-        const int64_t t = pr.inv_token[s];
+        const int64_t t = pr.index.token[s];
         return pass == 0 ? pr.q + (t * pr.hs + h) * d : zs.data() + (t - t0) * e;
       };
       if (m <= kLoopMaxRows) {
         for (int32_t s : rows) {
-          AddGemv(W, input(s), n_out, n_in, gamma[pr.inv_entry[s]] * c, acc + (pr.inv_token[s] - t0) * n_out);
+          AddGemv(W, input(s), n_out, n_in, gamma[pr.index.entry[s]] * c, acc + (pr.index.token[s] - t0) * n_out);
         }
         continue;
       }
@@ -198,8 +180,8 @@ void Soup(const Problem& pr, int64_t h, int64_t t0, int64_t t1) {
       for (int64_t r = 0; r < m; ++r) std::copy_n(input(rows[r]), n_in, x.data() + r * n_in);
       GemmT(x.data(), m, n_in, W, n_out, c, tmp.data());
       for (int64_t r = 0; r < m; ++r) {
-        const float g = gamma[pr.inv_entry[rows[r]]];
-        float* a = acc + (pr.inv_token[rows[r]] - t0) * n_out;
+        const float g = gamma[pr.index.entry[rows[r]]];
+        float* a = acc + (pr.index.token[rows[r]] - t0) * n_out;
         const float* yr = tmp.data() + r * n_out;
         for (int j = 0; j < n_out; ++j) a[j] += g * yr[j];
       }
@@ -260,7 +242,7 @@ absl::Status DeepMcReadoutCpu(const Context& ctx, const DeepMcReadoutArgs& args)
       std::fill(pr.token_slot.begin() + cu[b], pr.token_slot.begin() + cu[b + 1], slots[b]);
     }
   }
-  BuildInverse(pr);
+  BuildTokenPageIndex(pr.offsets, pr.t, pr.token_pages, pr.e_entries, static_cast<int64_t>(pr.memory.size()), pr.index);
   pr.gamma.assign(pr.hs * pr.e_entries, 0.0f);
   pr.gamma_on.assign(pr.hs * pr.t, 0.0f);
 

@@ -12,6 +12,7 @@
 
 #include "kernels/core/tensor_data.h"
 #include "kernels/cpu/thread_pool.h"
+#include "kernels/mc_readout/token_page_index.h"
 #include "kernels/mc_readout/mc_readout.h"
 #include "kernels/mc_readout/mc_readout_math.h"
 
@@ -34,28 +35,9 @@ struct Problem {
   float* out;
   const int32_t *offsets, *token_pages;
   std::vector<const float*> memory, pooled;  // per page: [Hs, K, V], [Hs, K] (null for kSum)
-  // Inverse CSR: entries reading page i are inv_entry[page_begin[i] .. page_begin[i + 1]), by token.
-  std::vector<int64_t> page_begin;
-  std::vector<int32_t> inv_entry, inv_token;
+  TokenPageIndex index;  // the readers of each page, by token
   std::vector<float> gamma;  // [Hs, P]: weight of entry e for head h at h·P + e (0 = not read)
 };
-
-void BuildInverse(Problem& pr) {
-  const int64_t num_pages = static_cast<int64_t>(pr.memory.size());
-  pr.page_begin.assign(num_pages + 1, 0);
-  for (int64_t e = 0; e < pr.p; ++e) ++pr.page_begin[pr.token_pages[e] + 1];
-  for (int64_t i = 0; i < num_pages; ++i) pr.page_begin[i + 1] += pr.page_begin[i];
-  std::vector<int64_t> fill(pr.page_begin.begin(), pr.page_begin.end() - 1);
-  pr.inv_entry.resize(pr.p);
-  pr.inv_token.resize(pr.p);
-  for (int64_t t = 0; t < pr.t; ++t) {  // tokens ascending, so every page's list is sorted by token
-    for (int32_t e = pr.offsets[t]; e < pr.offsets[t + 1]; ++e) {
-      const int64_t slot = fill[pr.token_pages[e]]++;
-      pr.inv_entry[slot] = e;
-      pr.inv_token[slot] = static_cast<int32_t>(t);
-    }
-  }
-}
 
 // Gate weights of tokens [t0, t1) for head h into pr.gamma, and y = γ_on·o_on.
 void WeightsAndOnline(Problem& pr, int64_t h, int64_t t0, int64_t t1) {
@@ -88,21 +70,21 @@ void PageReadouts(const Problem& pr, int64_t h, int64_t t0, int64_t t1) {
   thread_local std::vector<int32_t> rows;  // entries of the current page with a nonzero weight
   thread_local std::vector<float> x, y;    // [rows, K] scaled queries, [rows, V] read-outs
   for (int64_t i = 0; i < num_pages; ++i) {
-    const int32_t* tok_begin = pr.inv_token.data() + pr.page_begin[i];
-    const int32_t* tok_end = pr.inv_token.data() + pr.page_begin[i + 1];
-    const int64_t lo = std::lower_bound(tok_begin, tok_end, static_cast<int32_t>(t0)) - pr.inv_token.data();
-    const int64_t hi = std::lower_bound(tok_begin, tok_end, static_cast<int32_t>(t1)) - pr.inv_token.data();
+    const int32_t* tok_begin = pr.index.token.data() + pr.index.page_begin[i];
+    const int32_t* tok_end = pr.index.token.data() + pr.index.page_begin[i + 1];
+    const int64_t lo = std::lower_bound(tok_begin, tok_end, static_cast<int32_t>(t0)) - pr.index.token.data();
+    const int64_t hi = std::lower_bound(tok_begin, tok_end, static_cast<int32_t>(t1)) - pr.index.token.data();
     rows.clear();
     for (int64_t s = lo; s < hi; ++s) {
-      if (gamma[pr.inv_entry[s]] != 0.0f) rows.push_back(static_cast<int32_t>(s));
+      if (gamma[pr.index.entry[s]] != 0.0f) rows.push_back(static_cast<int32_t>(s));
     }
     if (rows.empty()) continue;
     const float* S = pr.memory[i] + h * k * v;
     const int64_t m = static_cast<int64_t>(rows.size());
     if (m <= kLoopMaxRows || k == 0 || v == 0) {
       for (int32_t s : rows) {
-        const int64_t row = pr.inv_token[s] * pr.hs + h;
-        math::AccumulateReadOut(S, pr.q + row * k, gamma[pr.inv_entry[s]], static_cast<int>(k),
+        const int64_t row = pr.index.token[s] * pr.hs + h;
+        math::AccumulateReadOut(S, pr.q + row * k, gamma[pr.index.entry[s]], static_cast<int>(k),
                                 static_cast<int>(v), pr.out + row * v);
       }
       continue;
@@ -111,15 +93,15 @@ void PageReadouts(const Problem& pr, int64_t h, int64_t t0, int64_t t1) {
     y.resize(m * v);
     for (int64_t r = 0; r < m; ++r) {
       const int32_t s = rows[r];
-      const float g = gamma[pr.inv_entry[s]];
-      const float* q = pr.q + (pr.inv_token[s] * pr.hs + h) * k;
+      const float g = gamma[pr.index.entry[s]];
+      const float* q = pr.q + (pr.index.token[s] * pr.hs + h) * k;
       for (int64_t c = 0; c < k; ++c) x[r * k + c] = g * q[c];
     }
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(m), static_cast<int>(v),
                 static_cast<int>(k), 1.0f, x.data(), static_cast<int>(k), S, static_cast<int>(v), 0.0f, y.data(),
                 static_cast<int>(v));
     for (int64_t r = 0; r < m; ++r) {
-      float* out = pr.out + (pr.inv_token[rows[r]] * pr.hs + h) * v;
+      float* out = pr.out + (pr.index.token[rows[r]] * pr.hs + h) * v;
       const float* yr = y.data() + r * v;
       for (int64_t c = 0; c < v; ++c) out[c] += yr[c];
     }
@@ -152,7 +134,7 @@ absl::Status McReadoutCpu(const Context& ctx, const McReadoutArgs& args) {
     pr.memory.push_back(Data<float>(*page.memory));
     pr.pooled.push_back(softmax ? Data<float>(*page.pooled_key) : nullptr);
   }
-  BuildInverse(pr);
+  BuildTokenPageIndex(pr.offsets, pr.t, pr.token_pages, pr.p, static_cast<int64_t>(pr.memory.size()), pr.index);
   pr.gamma.assign(pr.hs * pr.p, 0.0f);
 
   const int64_t blocks = (pr.t + kTokenBlock - 1) / kTokenBlock;
