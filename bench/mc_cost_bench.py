@@ -33,12 +33,17 @@ CONTEXTS = [1024, 4096, 16384, 65536]
 
 
 def measure(binary, model, context, mc, steps, threads, repeats=3):
-    """Median tokens/s of `repeats` runs, and the bytes per request."""
+    """Median tokens/s of `repeats` runs, and the bytes per request; RuntimeError with the bench's
+    message when it fails."""
     args = [binary, "--model", model, "--context", str(context), "--steps", str(steps), "--threads", str(threads)]
     for kv in mc:
         args += ["--mc", kv]
-    runs = [json.loads(subprocess.run(args, check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1])
-            for _ in range(repeats)]
+    runs = []
+    for _ in range(repeats):
+        r = subprocess.run(args, capture_output=True, text=True)
+        if r.returncode != 0:  # e.g. a Memory Caching combination the engine refuses
+            raise RuntimeError(r.stderr.strip().splitlines()[-1] if r.stderr.strip() else "exit %d" % r.returncode)
+        runs.append(json.loads(r.stdout.strip().splitlines()[-1]))
     rates = sorted(r["tokens_per_s"] for r in runs)
     return rates[len(rates) // 2], runs[0]["bytes_per_request"]
 

@@ -504,13 +504,16 @@ def build_mc_goldens(base, out_root=MC_DATA):
     return d
 
 
-def export_bench_model(d, dtype="f32", seed=20240601):
-    """~10M-parameter gated_deltanet (hidden 256, 9 layers, 4 heads x 64, expand_v 1, vocab 4096)."""
+def export_bench_model(d, dtype="f32", seed=20240601, model_type="gated_deltanet", **extra):
+    """~10M-parameter gated_deltanet (hidden 256, 9 layers, 4 heads x 64, expand_v 1, vocab 4096); or
+    another head-dim family of that shape (`model_type`, e.g. titans with `memory_depth=2`)."""
     dtype = {"f32": "F32", "F32": "F32", "bf16": "BF16", "BF16": "BF16"}[dtype]
-    config = cfg("gated_deltanet", drop=("intermediate_size",), vocab_size=4096, hidden_size=256,
-                 num_hidden_layers=9, num_heads=4, head_dim=64, expand_v=1.0, num_v_heads=None,
-                 use_gate=True, use_short_conv=True, conv_size=4, allow_neg_eigval=False, attn_mode="chunk",
+    shape = dict(drop=("intermediate_size",), vocab_size=4096, hidden_size=256, num_hidden_layers=9, num_heads=4,
+                 head_dim=64, expand_v=1.0, use_gate=True, use_short_conv=True, conv_size=4,
                  torch_dtype="bfloat16" if dtype == "BF16" else "float32")
+    if model_type == "gated_deltanet":
+        shape.update(num_v_heads=None, allow_neg_eigval=False, attn_mode="chunk")
+    config = cfg(model_type, **shape, **extra)
     rng = np.random.RandomState(seed)
     params = init_params(param_specs(config), rng, {})
     os.makedirs(d, exist_ok=True)
