@@ -31,6 +31,33 @@ CONTEXTS = [1024, 4096, 16384, 65536]
 MEMORIES = [("linear (matrix) memory", 1), ("deep (MLP) memory", 2)]
 
 
+def measure_all(binary, model, steps, threads):
+    """{(variant, context): (tokens/s, bytes) or the engine's refusal}, contexts outer so that each
+    ratio compares with the base model measured just before at the same context."""
+    results = {}
+    for c in CONTEXTS:
+        for name, mc in VARIANTS:
+            try:
+                results[(name, c)] = measure(binary, model, c, mc, steps, threads)
+            except RuntimeError as e:  # a combination the engine refuses
+                results[(name, c)] = str(e)
+    return results
+
+
+def print_table(results):
+    """One row per variant: tokens/s (× base) per context, then memory per request."""
+    print("| variant | " + " | ".join("%dK tok/s (× base)" % (c // 1024) for c in CONTEXTS)
+          + " | memory/request at " + " / ".join("%dK" % (c // 1024) for c in CONTEXTS) + " |")
+    print("|---|" + "---|" * (len(CONTEXTS) + 1))
+    for name, _ in VARIANTS:
+        cells = [results[(name, c)] for c in CONTEXTS]
+        if isinstance(cells[0], str):
+            print("| %s | %s |" % (name, cells[0]))
+            continue
+        rates = " | ".join("%.0f (%.2f)" % (r[0], r[0] / results[("base", c)][0]) for r, c in zip(cells, CONTEXTS))
+        print("| %s | %s | %s |" % (name, rates, " / ".join("%.1f MB" % (r[1] / 1e6) for r in cells)), flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
@@ -44,20 +71,8 @@ def main():
         for label, depth in MEMORIES:
             model = os.path.join(tmp, "titans_%d" % depth)
             _, params = export_bench_model(model, "f32", model_type="titans", memory_depth=depth)
-            print("\n%s: %.2fM parameters\n" % (label, params / 1e6))
-            print("| variant | " + " | ".join("%dK tok/s (× base)" % (c // 1024) for c in CONTEXTS)
-                  + " | memory/request at " + " / ".join("%dK" % (c // 1024) for c in CONTEXTS) + " |")
-            print("|---|" + "---|" * (len(CONTEXTS) + 1), flush=True)
-            base = {c: measure(binary, model, c, [], a.steps, a.threads)[0] for c in CONTEXTS}
-            for name, mc in VARIANTS:
-                try:
-                    cells = {c: measure(binary, model, c, mc, a.steps, a.threads) for c in CONTEXTS}
-                except RuntimeError as e:  # a combination the engine refuses
-                    print("| %s | %s |" % (name, str(e)), flush=True)
-                    continue
-                rates = " | ".join("%.0f (%.2f)" % (cells[c][0], cells[c][0] / base[c]) for c in CONTEXTS)
-                mem = " / ".join("%.1f MB" % (cells[c][1] / 1e6) for c in CONTEXTS)
-                print("| %s | %s | %s |" % (name, rates, mem), flush=True)
+            print("\n%s: %.2fM parameters\n" % (label, params / 1e6), flush=True)
+            print_table(measure_all(binary, model, a.steps, a.threads))
 
 
 if __name__ == "__main__":
