@@ -59,13 +59,14 @@ class DeepMemoryMixer : public Mixer {
     QkvOptions dims = EqualHeadOptions(c);
     dims.scale_q = false;
     MCSERVE_ASSIGN_OR_RETURN(m->qkv_, QkvPipeline::Bind(w, attn, c.hidden_size, dims));
-    const int64_t p = 2 * mw.expansion * mw.d * mw.d;
     MCSERVE_ASSIGN_OR_RETURN(m->memory_, MemoryStage::Bind(c, w, layer,
                                                            {.q_heads = mw.heads, .k_heads = mw.heads,
                                                             .state_heads = mw.heads, .dk = mw.d, .dv = mw.d,
-                                                            .mlp_params = p},
+                                                            .mlp_params = m->Params(), .rule_states = m->RuleStates()},
                                                            {}, /*normalized=*/false));
-    if (m->memory_.caches()) mw.segment_size = c.memory_caching->segment_size;
+    if (m->memory_.caches() && c.memory_caching->segmentation == McSegmentation::kConstant) {
+      mw.segment_size = c.memory_caching->segment_size;
+    }
     MCSERVE_ASSIGN_OR_RETURN(m->output_, GatedOutput::Bind(w, attn, c.hidden_size, c.num_heads, c.head_v_dim,
                                                            c.use_gate, c.norm_eps, "o_norm"));
     MCSERVE_ASSIGN_OR_RETURN(m->b_proj_, w.Matrix(attn + "b_proj.weight", {c.num_heads, c.hidden_size}));
@@ -82,14 +83,21 @@ class DeepMemoryMixer : public Mixer {
   }
 
   std::vector<StateSpec> StateSpecs() const override {
-    const DeepMemoryWeights& mw = weights_;
-    const int64_t p = 2 * mw.expansion * mw.d * mw.d;
-    std::vector<StateSpec> specs = {{"memory", {mw.heads, p}}};
-    if (mw.rule == kernels::DeepMemoryRule::kTitans) specs.push_back({"momentum", {mw.heads, p}});
-    if (mw.inner_chunk > 1) specs.push_back({"anchor", {mw.heads, p}});
+    std::vector<StateSpec> specs = {{"memory", {weights_.heads, Params()}}};
+    for (const StateSpec& s : RuleStates()) specs.push_back(s);
     qkv_.AddStateSpecs(&specs);
     memory_.AddStateSpecs(&specs);
     return specs;
+  }
+
+  // P, the weights of one head's memory.
+  int64_t Params() const { return 2 * weights_.expansion * weights_.d * weights_.d; }
+  // The memory's state besides its weights: Titans' momentum, the inner-chunk anchor (b > 1).
+  std::vector<StateSpec> RuleStates() const {
+    std::vector<StateSpec> states;
+    if (weights_.rule == kernels::DeepMemoryRule::kTitans) states.push_back({"momentum", {weights_.heads, Params()}});
+    if (weights_.inner_chunk > 1) states.push_back({"anchor", {weights_.heads, Params()}});
+    return states;
   }
 
   absl::Status Forward(const Context& ctx, const Tensor& x, const MixerBatch& batch, LayerState& state,

@@ -11,16 +11,11 @@ namespace mcserve::engine {
 using kernels::Context;
 using kernels::Tensor;
 
-absl::Status DeepRule::Run(const Context& ctx, int64_t begin, int64_t end, const kernels::BatchLayout& layout,
+absl::Status DeepRule::Run(const Context& ctx, std::span<const int32_t> rows, const kernels::BatchLayout& layout,
                            std::span<const int64_t> first_positions, LayerState& state, Tensor* out) const {
-  std::vector<Tensor> rows;  // views of this pass's per-row inputs, stable below
-  rows.reserve(6);
-  auto slice = [&](const Tensor* t) -> const Tensor* {
-    if (t == nullptr) return nullptr;
-    rows.push_back(t->Rows(begin, end));
-    return &rows.back();
-  };
-  // Inner chunks run every b tokens from the sequence start, or from each constant segment's start.
+  std::vector<Tensor> keep;  // the selected rows of this pass's inputs, stable below
+  keep.reserve(6);
+  // Inner chunks run every b tokens from where the memory started, restarting at each constant segment.
   std::vector<int32_t> offsets(first_positions.size());
   for (size_t i = 0; i < offsets.size(); ++i) {
     const int64_t from = w_.segment_size > 0 ? first_positions[i] % w_.segment_size : first_positions[i];
@@ -29,12 +24,12 @@ absl::Status DeepRule::Run(const Context& ctx, int64_t begin, int64_t end, const
   MCSERVE_ASSIGN_OR_RETURN(Tensor inner_offset,
                            Tensor::FromHostI32(offsets, {static_cast<int64_t>(offsets.size())}, ctx.device));
   kernels::DeepMemoryArgs a = args_;
-  a.q = slice(args_.q);
-  a.k = slice(args_.k);
-  a.v = slice(args_.v);
-  a.step = slice(args_.step);
-  a.retention = slice(args_.retention);
-  a.momentum_gate = slice(args_.momentum_gate);
+  MCSERVE_ASSIGN_OR_RETURN(a.q, SelectRows(ctx, args_.q, rows, keep));
+  MCSERVE_ASSIGN_OR_RETURN(a.k, SelectRows(ctx, args_.k, rows, keep));
+  MCSERVE_ASSIGN_OR_RETURN(a.v, SelectRows(ctx, args_.v, rows, keep));
+  MCSERVE_ASSIGN_OR_RETURN(a.step, SelectRows(ctx, args_.step, rows, keep));
+  MCSERVE_ASSIGN_OR_RETURN(a.retention, SelectRows(ctx, args_.retention, rows, keep));
+  MCSERVE_ASSIGN_OR_RETURN(a.momentum_gate, SelectRows(ctx, args_.momentum_gate, rows, keep));
   a.inner_offset = &inner_offset;
   a.layout = layout;
   a.memory = &state.at("memory");

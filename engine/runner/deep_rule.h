@@ -16,7 +16,8 @@ namespace mcserve::engine {
 struct DeepMemoryWeights {
   kernels::DeepMemoryRule rule = kernels::DeepMemoryRule::kDla;
   int64_t heads = 0, d = 0, expansion = 4, inner_chunk = 1;
-  int64_t segment_size = 0;  // constant MC segments (inner chunks restart at each); 0: none
+  int64_t segment_size = 0;  // constant MC segments (inner chunks restart at each); 0: none (first
+                             // positions count from where the memory started)
   float ln_eps = 1e-6f;
   kernels::Tensor initial;                             // [1, heads, P] learned initial weights θ_0
   std::optional<kernels::Tensor> ln_weight, ln_bias;  // [heads, d] (memory_layer_norm)
@@ -27,7 +28,7 @@ class DeepRule : public MemoryRule {
   // `args` holds this pass's per-row inputs (q, k, v, step and the Titans gates); `weights` outlives
   // the rule.
   DeepRule(const DeepMemoryWeights& weights, kernels::DeepMemoryArgs args) : w_(weights), args_(args) {}
-  absl::Status Run(const kernels::Context& ctx, int64_t begin, int64_t end, const kernels::BatchLayout& layout,
+  absl::Status Run(const kernels::Context& ctx, std::span<const int32_t> rows, const kernels::BatchLayout& layout,
                    std::span<const int64_t> first_positions, LayerState& state, kernels::Tensor* out) const override;
   absl::Status Read(const kernels::Context& ctx, const McRead& read) const override;
   // Memory back to θ_0, momentum to zero (the anchor follows at the segment's first token).

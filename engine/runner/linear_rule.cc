@@ -2,6 +2,7 @@
 #include <vector>
 
 #include "engine/runner/memory_rule.h"
+#include "engine/runner/mixer_ops.h"
 #include "kernels/core/status_macros.h"
 #include "kernels/mc_readout/mc_readout.h"
 
@@ -10,23 +11,38 @@ namespace mcserve::engine {
 using kernels::Context;
 using kernels::Tensor;
 
-absl::Status LinearRule::Run(const Context& ctx, int64_t begin, int64_t end, const kernels::BatchLayout& layout,
+absl::StatusOr<const Tensor*> SelectRows(const Context& ctx, const Tensor* t, std::span<const int32_t> rows,
+                                         std::vector<Tensor>& keep) {
+  if (t == nullptr) return nullptr;
+  bool consecutive = true;
+  for (size_t i = 1; i < rows.size() && consecutive; ++i) consecutive = rows[i] == rows[i - 1] + 1;
+  if (consecutive && !rows.empty()) {
+    keep.push_back(t->Rows(rows.front(), rows.back() + 1));
+  } else {
+    MCSERVE_ASSIGN_OR_RETURN(Tensor gathered, GatherRows(ctx, *t, rows));
+    keep.push_back(std::move(gathered));
+  }
+  return &keep.back();
+}
+
+std::vector<int32_t> RowRange(int64_t begin, int64_t end) {
+  std::vector<int32_t> rows(static_cast<size_t>(end - begin));
+  for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<int32_t>(begin + static_cast<int64_t>(i));
+  return rows;
+}
+
+absl::Status LinearRule::Run(const Context& ctx, std::span<const int32_t> rows, const kernels::BatchLayout& layout,
                              std::span<const int64_t> /*first_positions*/, LayerState& state, Tensor* out) const {
-  std::vector<Tensor> rows;  // views of this pass's per-row inputs, stable below
-  rows.reserve(7);
-  auto slice = [&](const Tensor* t) -> const Tensor* {
-    if (t == nullptr) return nullptr;
-    rows.push_back(t->Rows(begin, end));
-    return &rows.back();
-  };
+  std::vector<Tensor> keep;  // the selected rows of this pass's inputs, stable below
+  keep.reserve(7);
   kernels::LinearMemoryArgs a = args_;
-  a.q = slice(args_.q);
-  a.k = slice(args_.k);
-  a.v = slice(args_.v);
-  a.key_decay = slice(args_.key_decay);
-  a.decay = slice(args_.decay);
-  a.beta = slice(args_.beta);
-  a.gamma = slice(args_.gamma);
+  MCSERVE_ASSIGN_OR_RETURN(a.q, SelectRows(ctx, args_.q, rows, keep));
+  MCSERVE_ASSIGN_OR_RETURN(a.k, SelectRows(ctx, args_.k, rows, keep));
+  MCSERVE_ASSIGN_OR_RETURN(a.v, SelectRows(ctx, args_.v, rows, keep));
+  MCSERVE_ASSIGN_OR_RETURN(a.key_decay, SelectRows(ctx, args_.key_decay, rows, keep));
+  MCSERVE_ASSIGN_OR_RETURN(a.decay, SelectRows(ctx, args_.decay, rows, keep));
+  MCSERVE_ASSIGN_OR_RETURN(a.beta, SelectRows(ctx, args_.beta, rows, keep));
+  MCSERVE_ASSIGN_OR_RETURN(a.gamma, SelectRows(ctx, args_.gamma, rows, keep));
   a.layout = layout;
   a.state = &state.at("memory");
   a.aux = aux_.empty() ? nullptr : &state.at(aux_);

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "engine/model/mc_config.h"
@@ -44,12 +45,13 @@ struct McRead {
 class MemoryRule {
  public:
   virtual ~MemoryRule() = default;
-  // Runs the rule over rows [begin, end) of this pass's inputs, grouped as the sequences of `layout`
-  // (sequence i's first row had first_positions[i] tokens before it), reading the online memory
-  // after each row's write into out [end − begin, Hs, V].
-  virtual absl::Status Run(const kernels::Context& ctx, int64_t begin, int64_t end, const kernels::BatchLayout& layout,
-                           std::span<const int64_t> first_positions, LayerState& state,
-                           kernels::Tensor* out) const = 0;
+  // Runs the rule over `rows` of this pass's inputs (in that order; a row may repeat), grouped as the
+  // sequences of `layout` (sequence i's first row had first_positions[i] tokens before it in its
+  // memory), reading the online memory after each row's write into out [rows, Hs, V]. `state` holds
+  // the tensors the rule updates under their usual names ("memory", ...), one slot per sequence.
+  virtual absl::Status Run(const kernels::Context& ctx, std::span<const int32_t> rows,
+                           const kernels::BatchLayout& layout, std::span<const int64_t> first_positions,
+                           LayerState& state, kernels::Tensor* out) const = 0;
   // Aggregates the online read-out with the pages per row (mc.aggregation's rule).
   virtual absl::Status Read(const kernels::Context& ctx, const McRead& read) const = 0;
   // Restarts `slot`'s memory (and the state that restarts with it) as a new segment begins in
@@ -60,12 +62,20 @@ class MemoryRule {
   virtual bool ReadsOnlineWeights(McAggregation aggregation) const { return false; }
 };
 
+// Rows `rows` of a per-row input t [T, ...]: a view when they are consecutive, else a gathered copy
+// kept in `keep` (which must not reallocate while the result is in use); null for null.
+absl::StatusOr<const kernels::Tensor*> SelectRows(const kernels::Context& ctx, const kernels::Tensor* t,
+                                                  std::span<const int32_t> rows, std::vector<kernels::Tensor>& keep);
+
+// Rows [begin, end).
+std::vector<int32_t> RowRange(int64_t begin, int64_t end);
+
 // The matrix memories: `args` holds this pass's per-row inputs (q, k, v, gates) and the rule;
 // `aux` names the rule's auxiliary state ("" for none; MemoryStage resets it as its Aux says).
 class LinearRule : public MemoryRule {
  public:
   LinearRule(kernels::LinearMemoryArgs args, std::string aux) : args_(args), aux_(std::move(aux)) {}
-  absl::Status Run(const kernels::Context& ctx, int64_t begin, int64_t end, const kernels::BatchLayout& layout,
+  absl::Status Run(const kernels::Context& ctx, std::span<const int32_t> rows, const kernels::BatchLayout& layout,
                    std::span<const int64_t> first_positions, LayerState& state, kernels::Tensor* out) const override;
   absl::Status Read(const kernels::Context& ctx, const McRead& read) const override;
   absl::Status Restart(const kernels::Context& ctx, int slot, LayerState& state) const override;

@@ -52,9 +52,6 @@ absl::StatusOr<MemoryStage> MemoryStage::Bind(const ModelConfig& c, const Weight
     return absl::UnimplementedError(where + "with logarithmic segments needs swla_cross_boundary = "
                                             "(init_mode == checkpoint)");
   }
-  if (mc.segmentation == McSegmentation::kLogarithmic && shape.mlp_params > 0) {
-    return absl::UnimplementedError(where + "with logarithmic segments on deep (MLP) memories is not supported yet");
-  }
   const std::string u_name = absl::StrCat("model.layers.", layer, ".attn.mc.u_proj.weight");
   if (!mc.gate) mc.gate = w.Has(u_name) ? McGate::kUProj : McGate::kQ;
   if (*mc.gate == McGate::kUProj) {
@@ -69,12 +66,14 @@ void MemoryStage::AddStateSpecs(std::vector<StateSpec>* specs) const {
   if (!mc_) return;
   if (mc_->segmentation == McSegmentation::kLogarithmic) {
     specs->push_back({"mc_level_pool", {shape_.state_heads, kLevels, shape_.dk}});
-    if (mc_->init_mode == McInitMode::kIndependent) {
-      specs->push_back({"mc_level_memory", {kLevels, shape_.state_heads, shape_.dk, shape_.dv}});
-      if (!aux_.name.empty()) {
-        kernels::Shape aux = aux_.per_slot;
-        aux.insert(aux.begin(), kLevels);
-        specs->push_back({"mc_level_aux", aux});
+    if (mc_->init_mode == McInitMode::kIndependent) {  // a copy of the rule's state per level
+      kernels::Shape memory = PageShape();
+      memory.insert(memory.begin(), kLevels);
+      specs->push_back({"mc_level_memory", memory});
+      for (const StateSpec& s : RuleStates()) {
+        kernels::Shape level = s.per_slot;
+        level.insert(level.begin(), kLevels);
+        specs->push_back({"mc_level_" + s.name, level});
       }
     }
     return;
@@ -96,11 +95,7 @@ bool MemoryStage::SumsCheckpoints() const {
 
 absl::Status MemoryStage::Run(const Context& ctx, const Tensor& x, kernels::LinearMemoryArgs memory,
                               const MixerBatch& batch, LayerState& state, Tensor* o) const {
-  if (mc_ && mc_->segmentation == McSegmentation::kLogarithmic) return RunLogarithmic(ctx, x, memory, batch, state, o);
-  if (mc_) {
-    return RunCached(ctx, x, LinearRule(memory, aux_.name), *memory.q, *memory.k, batch,
-                     state, o);
-  }
+  if (mc_) return Run(ctx, x, LinearRule(memory, aux_.name), *memory.q, *memory.k, batch, state, o);
   memory.layout = batch.layout;
   memory.state = &state.at("memory");
   memory.aux = aux_.name.empty() ? nullptr : &state.at(aux_.name);
@@ -110,8 +105,9 @@ absl::Status MemoryStage::Run(const Context& ctx, const Tensor& x, kernels::Line
 
 absl::Status MemoryStage::Run(const Context& ctx, const Tensor& x, const MemoryRule& rule, const Tensor& q,
                               const Tensor& k, const MixerBatch& batch, LayerState& state, Tensor* o) const {
+  if (mc_ && mc_->segmentation == McSegmentation::kLogarithmic) return RunLogarithmic(ctx, x, rule, q, k, batch, state, o);
   if (mc_) return RunCached(ctx, x, rule, q, k, batch, state, o);
-  return rule.Run(ctx, 0, x.dim(0), batch.layout, batch.positions, state, o);
+  return rule.Run(ctx, RowRange(0, x.dim(0)), batch.layout, batch.positions, state, o);
 }
 
 absl::StatusOr<std::pair<Tensor, Tensor>> MemoryStage::QueryAndGate(const Context& ctx, const Tensor& x,
@@ -168,11 +164,11 @@ absl::Status MemoryStage::RunCached(const Context& ctx, const Tensor& x, const M
   return absl::OkStatus();
 }
 
-absl::Status MemoryStage::RunLogarithmic(const Context& ctx, const Tensor& x, kernels::LinearMemoryArgs memory,
-                                         const MixerBatch& batch, LayerState& state, Tensor* o) const {
+absl::Status MemoryStage::RunLogarithmic(const Context& ctx, const Tensor& x, const MemoryRule& rule, const Tensor& q_in,
+                                         const Tensor& k, const MixerBatch& batch, LayerState& state, Tensor* o) const {
   const int64_t hs = shape_.state_heads;
   const int num_seqs = static_cast<int>(batch.slots.size());
-  MCSERVE_ASSIGN_OR_RETURN(auto qu, QueryAndGate(ctx, x, *memory.q));
+  MCSERVE_ASSIGN_OR_RETURN(auto qu, QueryAndGate(ctx, x, q_in));
   const auto& [q, u] = qu;
   std::vector<int32_t> first(num_seqs);
   for (int b = 0; b < num_seqs; ++b) {
@@ -185,50 +181,39 @@ absl::Status MemoryStage::RunLogarithmic(const Context& ctx, const Tensor& x, ke
   }
   MCSERVE_ASSIGN_OR_RETURN(Tensor first_t, Tensor::FromHostI32(first, {num_seqs}, ctx.device));
   MCSERVE_ASSIGN_OR_RETURN(Tensor pools, NewF32(ctx, {x.dim(0), hs, shape_.dk}));
-  MCSERVE_RETURN_IF_ERROR(kernels::McLevelPool(ctx, {.k = memory.k, .layout = batch.layout, .first_position = &first_t,
+  MCSERVE_RETURN_IF_ERROR(kernels::McLevelPool(ctx, {.k = &k, .layout = batch.layout, .first_position = &first_t,
                                                      .level_sums = &state.at("mc_level_pool"),
                                                      .mean = mc_->pool == McPool::kMean, .out = &pools}));
   // Every token closes its online block, so tokens run one at a time.
   for (int b = 0; b < num_seqs; ++b) {
     for (int64_t r = batch.cu[b]; r < batch.cu[b + 1]; ++r) {
       const int64_t n = batch.positions[b] + (r - batch.cu[b]) + 1;
-      MCSERVE_RETURN_IF_ERROR(RunLogToken(ctx, memory, batch, b, r, n, q, u, pools, state, o));
+      MCSERVE_RETURN_IF_ERROR(RunLogToken(ctx, rule, batch, b, r, n, q, u, pools, state, o));
     }
   }
   return absl::OkStatus();
 }
 
-absl::Status MemoryStage::RunLogToken(const Context& ctx, const kernels::LinearMemoryArgs& memory,
-                                      const MixerBatch& batch, int seq, int64_t row, int64_t n, const Tensor& q,
-                                      const Tensor& u, const Tensor& pools, LayerState& state, Tensor* o) const {
+absl::Status MemoryStage::RunLogToken(const Context& ctx, const MemoryRule& rule, const MixerBatch& batch, int seq,
+                                      int64_t row, int64_t n, const Tensor& q, const Tensor& u, const Tensor& pools,
+                                      LayerState& state, Tensor* o) const {
   const int slot = batch.slots[seq];
   const int p = OnlineLevel(n);
   const bool independent = mc_->init_mode == McInitMode::kIndependent;
-  // 1. The running memory (token 1 onwards, never reset) reads into row `row` of o.
   std::optional<Tensor> level_out;
   if (independent) {
-    MCSERVE_ASSIGN_OR_RETURN(level_out, UpdateLevels(ctx, memory, slot, row, n, p, state));
+    MCSERVE_ASSIGN_OR_RETURN(level_out, UpdateLevels(ctx, rule, slot, row, n, p, state));
   }
+  // 1. The running memory (token 1 onwards, never reset) reads into row `row` of o.
   {
-    std::vector<Tensor> keep;
-    keep.reserve(8);
     const int32_t cu[2] = {0, 1};
+    const int32_t row32 = static_cast<int32_t>(row);
+    const int64_t before = n - 1;
     MCSERVE_ASSIGN_OR_RETURN(Tensor cu_t, Tensor::FromHostI32(cu, {2}, ctx.device));
     MCSERVE_ASSIGN_OR_RETURN(Tensor slot_t, Tensor::FromHostI32({&slot, 1}, {1}, ctx.device));
-    kernels::LinearMemoryArgs one = memory;
-    one.q = RowsOf(memory.q, row, row + 1, keep);
-    one.k = RowsOf(memory.k, row, row + 1, keep);
-    one.v = RowsOf(memory.v, row, row + 1, keep);
-    one.key_decay = RowsOf(memory.key_decay, row, row + 1, keep);
-    one.decay = RowsOf(memory.decay, row, row + 1, keep);
-    one.beta = RowsOf(memory.beta, row, row + 1, keep);
-    one.gamma = RowsOf(memory.gamma, row, row + 1, keep);
-    one.layout = {.cu_seqlens = &cu_t, .slot_ids = &slot_t};
-    one.state = &state.at("memory");
-    one.aux = aux_.name.empty() ? nullptr : &state.at(aux_.name);
     Tensor out_row = o->Rows(row, row + 1);
-    one.out = &out_row;
-    MCSERVE_RETURN_IF_ERROR(kernels::LinearMemory(ctx, one));
+    MCSERVE_RETURN_IF_ERROR(rule.Run(ctx, {&row32, 1}, {.cu_seqlens = &cu_t, .slot_ids = &slot_t}, {&before, 1},
+                                     state, &out_row));
     // Independent: the online block is its own compressor, unless it starts at token 1.
     if (level_out) MCSERVE_RETURN_IF_ERROR(out_row.CopyFrom(*level_out));
   }
@@ -239,7 +224,6 @@ absl::Status MemoryStage::RunLogToken(const Context& ctx, const kernels::LinearM
   while (pops < static_cast<int>(cps.size()) && cps[cps.size() - 1 - pops]->segment.level < p) ++pops;
   store.DropNewest(slot, layer_, pops);
   const PieceEntry entry{seq, row, row + 1, true};
-  const LinearRule rule(memory, aux_.name);
   MCSERVE_RETURN_IF_ERROR(Aggregate(ctx, rule, {&entry, 1}, row, row + 1, batch, q, u, pools, state, o));
   // 3. Push the online block [n − 2^p + 1, n].
   Tensor source = state.at("memory").Rows(slot, slot + 1);
@@ -247,66 +231,56 @@ absl::Status MemoryStage::RunLogToken(const Context& ctx, const kernels::LinearM
     MCSERVE_ASSIGN_OR_RETURN(Tensor levels, LevelView(state, "mc_level_memory"));
     source = levels.Rows(static_cast<int64_t>(slot) * kLevels + p, static_cast<int64_t>(slot) * kLevels + p + 1);
   }
-  MCSERVE_ASSIGN_OR_RETURN(Tensor memory_snapshot, source.Reshape({shape_.state_heads, shape_.dk, shape_.dv}));
+  MCSERVE_ASSIGN_OR_RETURN(Tensor memory_snapshot, source.Reshape(PageShape()));
   MCSERVE_ASSIGN_OR_RETURN(Tensor pooled, pools.Rows(row, row + 1).Reshape({shape_.state_heads, shape_.dk}));
   return store.Freeze(slot, layer_, memory_snapshot, pooled, {n - (int64_t{1} << p) + 1, n, p});
 }
 
-absl::StatusOr<std::optional<Tensor>> MemoryStage::UpdateLevels(const Context& ctx,
-                                                                const kernels::LinearMemoryArgs& memory, int slot,
+absl::StatusOr<std::optional<Tensor>> MemoryStage::UpdateLevels(const Context& ctx, const MemoryRule& rule, int slot,
                                                                 int64_t row, int64_t n, int online_level,
                                                                 LayerState& state) const {
   // Levels below bitlen(n − 1) have a block other than [1, 2^ℓ]; those of even index are compressed
   // (B.3.2 property 4); the block [1, 2^ℓ] is the running memory itself.
   const int top = n == 1 ? 0 : 64 - __builtin_clzll(static_cast<uint64_t>(n - 1));
-  MCSERVE_ASSIGN_OR_RETURN(Tensor levels, LevelView(state, "mc_level_memory"));
-  std::optional<Tensor> aux_levels;
-  if (!aux_.name.empty()) {
-    MCSERVE_ASSIGN_OR_RETURN(aux_levels, LevelView(state, "mc_level_aux"));
+  // The per-level copies of the rule's state under its own names, one virtual slot per (slot, level).
+  LayerState levels;
+  MCSERVE_ASSIGN_OR_RETURN(levels.tensors()["memory"], LevelView(state, "mc_level_memory"));
+  for (const StateSpec& s : RuleStates()) {
+    MCSERVE_ASSIGN_OR_RETURN(levels.tensors()[s.name], LevelView(state, "mc_level_" + s.name));
   }
   std::vector<int32_t> active, rows, cu = {0};
+  std::vector<int64_t> before;  // tokens of each level's block before n
   int online_index = -1;
   for (int l = 0; l < top; ++l) {
     const int64_t block = (n - 1) >> l;
     if (block % 2 != 0) continue;
     const int32_t virtual_slot = slot * kLevels + l;
-    if (((n - 1) & ((int64_t{1} << l) - 1)) == 0) {  // a fresh compressor starts at n
-      MCSERVE_RETURN_IF_ERROR(ZeroSlot(levels, virtual_slot));
-      if (aux_levels) MCSERVE_RETURN_IF_ERROR(ZeroSlot(*aux_levels, virtual_slot));
+    const int64_t in_block = (n - 1) & ((int64_t{1} << l) - 1);
+    if (in_block == 0) {  // a fresh compressor starts at n
+      for (auto& [name, t] : levels.tensors()) MCSERVE_RETURN_IF_ERROR(ZeroSlot(t, virtual_slot));
+      MCSERVE_RETURN_IF_ERROR(rule.Restart(ctx, virtual_slot, levels));
     }
     if (l == online_level) online_index = static_cast<int>(active.size());
     active.push_back(virtual_slot);
     rows.push_back(static_cast<int32_t>(row));
+    before.push_back(in_block);
     cu.push_back(static_cast<int32_t>(rows.size()));
   }
   if (active.empty()) return std::optional<Tensor>();
   const int64_t m = static_cast<int64_t>(active.size());
-  std::vector<Tensor> inputs;
-  inputs.reserve(8);
-  auto gather = [&](const Tensor* t) -> absl::StatusOr<const Tensor*> {
-    if (t == nullptr) return nullptr;
-    MCSERVE_ASSIGN_OR_RETURN(Tensor g, GatherRows(ctx, *t, rows));
-    inputs.push_back(std::move(g));
-    return &inputs.back();
-  };
-  kernels::LinearMemoryArgs args = memory;
-  MCSERVE_ASSIGN_OR_RETURN(args.q, gather(memory.q));
-  MCSERVE_ASSIGN_OR_RETURN(args.k, gather(memory.k));
-  MCSERVE_ASSIGN_OR_RETURN(args.v, gather(memory.v));
-  MCSERVE_ASSIGN_OR_RETURN(args.key_decay, gather(memory.key_decay));
-  MCSERVE_ASSIGN_OR_RETURN(args.decay, gather(memory.decay));
-  MCSERVE_ASSIGN_OR_RETURN(args.beta, gather(memory.beta));
-  MCSERVE_ASSIGN_OR_RETURN(args.gamma, gather(memory.gamma));
   MCSERVE_ASSIGN_OR_RETURN(Tensor cu_t, Tensor::FromHostI32(cu, {m + 1}, ctx.device));
   MCSERVE_ASSIGN_OR_RETURN(Tensor slots_t, Tensor::FromHostI32(active, {m}, ctx.device));
   MCSERVE_ASSIGN_OR_RETURN(Tensor out, NewF32(ctx, {m, shape_.state_heads, shape_.dv}));
-  args.layout = {.cu_seqlens = &cu_t, .slot_ids = &slots_t};
-  args.state = &levels;
-  args.aux = aux_levels ? &*aux_levels : nullptr;
-  args.out = &out;
-  MCSERVE_RETURN_IF_ERROR(kernels::LinearMemory(ctx, args));
+  MCSERVE_RETURN_IF_ERROR(
+      rule.Run(ctx, rows, {.cu_seqlens = &cu_t, .slot_ids = &slots_t}, before, levels, &out));
   if (online_index < 0) return std::optional<Tensor>();
   return std::optional<Tensor>(out.Rows(online_index, online_index + 1));
+}
+
+std::vector<StateSpec> MemoryStage::RuleStates() const {
+  std::vector<StateSpec> states = shape_.rule_states;
+  if (!aux_.name.empty()) states.push_back({aux_.name, aux_.per_slot});
+  return states;
 }
 
 absl::StatusOr<Tensor> MemoryStage::LevelView(LayerState& state, const std::string& name) const {
@@ -336,7 +310,7 @@ absl::Status MemoryStage::RunPiece(const Context& ctx, const Piece& piece, const
     layout = {.cu_seqlens = &cu_t, .slot_ids = &slot_t};
     first_positions = {batch.positions[e.seq] + (e.begin - batch.cu[e.seq])};
   }
-  MCSERVE_RETURN_IF_ERROR(rule.Run(ctx, begin, end, layout, first_positions, state, &out_rows));
+  MCSERVE_RETURN_IF_ERROR(rule.Run(ctx, RowRange(begin, end), layout, first_positions, state, &out_rows));
 
   // 2. Aggregate with the closed segments. The mean's weights differ per sequence, so it reads one
   // sequence at a time; the other aggregations read the whole piece at once.

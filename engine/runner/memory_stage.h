@@ -37,6 +37,8 @@ class MemoryStage {
     int64_t q_heads = 0, k_heads = 0, state_heads = 0;  // each divides state_heads
     int64_t dk = 0, dv = 0;                             // dk: key dim as the memory sees it
     int64_t mlp_params = 0;  // MLP memories: P weights per head (a page is [state_heads, P]); 0: matrix
+    std::vector<StateSpec> rule_states;  // the rule's state besides "memory" and Aux (MLP memories:
+                                         // momentum, anchor); independent logarithmic MC copies it per level
   };
   struct Aux {
     std::string name;                    // the rule's auxiliary state ("momentum", "previous_kv"), or ""
@@ -80,18 +82,20 @@ class MemoryStage {
   absl::Status RunCached(const kernels::Context& ctx, const kernels::Tensor& x, const MemoryRule& rule,
                          const kernels::Tensor& q_in, const kernels::Tensor& k, const MixerBatch& batch,
                          LayerState& state, kernels::Tensor* o) const;
-  absl::Status RunLogarithmic(const kernels::Context& ctx, const kernels::Tensor& x, kernels::LinearMemoryArgs memory,
-                              const MixerBatch& batch, LayerState& state, kernels::Tensor* o) const;
+  absl::Status RunLogarithmic(const kernels::Context& ctx, const kernels::Tensor& x, const MemoryRule& rule,
+                              const kernels::Tensor& q_in, const kernels::Tensor& k, const MixerBatch& batch,
+                              LayerState& state, kernels::Tensor* o) const;
   // Logarithmic segmentation, one token (row `row` of sequence `seq`, position n).
-  absl::Status RunLogToken(const kernels::Context& ctx, const kernels::LinearMemoryArgs& memory, const MixerBatch& batch,
-                           int seq, int64_t row, int64_t n, const kernels::Tensor& q, const kernels::Tensor& u,
+  absl::Status RunLogToken(const kernels::Context& ctx, const MemoryRule& rule, const MixerBatch& batch, int seq,
+                           int64_t row, int64_t n, const kernels::Tensor& q, const kernels::Tensor& u,
                            const kernels::Tensor& pools, LayerState& state, kernels::Tensor* o) const;
   // Independent logarithmic segmentation: updates token n's active per-level compressors with row
   // `row` and returns the read-out of level `online_level` ([1, Hs, dv]) when it is among them.
-  absl::StatusOr<std::optional<kernels::Tensor>> UpdateLevels(const kernels::Context& ctx,
-                                                              const kernels::LinearMemoryArgs& memory, int slot,
-                                                              int64_t row, int64_t n, int online_level,
+  absl::StatusOr<std::optional<kernels::Tensor>> UpdateLevels(const kernels::Context& ctx, const MemoryRule& rule,
+                                                              int slot, int64_t row, int64_t n, int online_level,
                                                               LayerState& state) const;
+  // The rule's state besides "memory" (Shape::rule_states and the Aux), copied per level.
+  std::vector<StateSpec> RuleStates() const;
   absl::Status RunPiece(const kernels::Context& ctx, const Piece& piece, const MixerBatch& batch,
                         const MemoryRule& rule, const kernels::Tensor& q, const kernels::Tensor& u,
                         const kernels::Tensor& pools, LayerState& state, kernels::Tensor* o) const;

@@ -21,16 +21,11 @@ bool Normalised(const std::string& name) {
   return c.ok() && c->family == ModelFamily::kLinearAttn && c->norm_feature_map;
 }
 
-// The MLP memories (dla, titans memory_depth 2): constant segments only so far, and soup is an
-// aggregation of its own on them (it is GRM on matrix memories).
+// The MLP memories (dla, titans memory_depth 2): soup is an aggregation of its own on them (it is
+// GRM on matrix memories).
 bool DeepMemory(const std::string& name) {
   auto c = LoadModelConfig(FixtureDir(name));
   return c.ok() && c->deep_memory();
-}
-
-std::vector<std::string> Segmentations(const std::string& name) {
-  if (DeepMemory(name)) return {"constant"};
-  return {"constant", "logarithmic"};
 }
 
 std::vector<std::string> Aggregations(const std::string& name) {
@@ -121,7 +116,7 @@ TEST_P(McInvariantsTest, NothingCachedIsBitIdenticalToTheBaseModel) {
 TEST_P(McInvariantsTest, PrefillEqualsDecodeAndBatchEqualsAlone) {
   const std::vector<int32_t> p = Prompt(GetParam());
   const std::vector<std::vector<int32_t>> prompts = {p, {p.begin() + 3, p.begin() + 20}, {p.begin(), p.begin() + 9}};
-  for (const std::string& seg : Segmentations(GetParam())) {
+  for (const std::string seg : {"constant", "logarithmic"}) {
     for (const std::string& aggregation : Aggregations(GetParam())) {
       if (seg == "logarithmic" && aggregation == "mean") continue;  // config error
       for (const char* init : {"independent", "checkpoint"}) {
@@ -145,7 +140,7 @@ TEST_P(McInvariantsTest, PrefillEqualsDecodeAndBatchEqualsAlone) {
 
 TEST_P(McInvariantsTest, SscWithKAtLeastTheCachedCountIsGrm) {
   const std::vector<int32_t> prompt = Prompt(GetParam());
-  for (const std::string& seg : Segmentations(GetParam())) {
+  for (const std::string seg : {"constant", "logarithmic"}) {
     auto grm = LoadWith(GetParam(), {{"aggregation", "grm"}, {"segmentation", seg}, {"segment_size", "4"}});
     auto ssc = LoadWith(GetParam(),
                         {{"aggregation", "ssc"}, {"top_k", "64"}, {"segmentation", seg}, {"segment_size", "4"}});

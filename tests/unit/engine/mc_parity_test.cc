@@ -25,13 +25,7 @@ struct Variant {
 
 std::string DataDir() { return std::string(MCSERVE_TEST_DATA_DIR) + "/mc"; }
 
-// The deep (MLP) memory bases: the engine does not run logarithmic segments on them yet.
-bool Unsupported(const Variant& v) {
-  const bool deep = v.base == "titans_mlp" || v.base == "dla";
-  return deep && v.overrides.at("segmentation") == "logarithmic";
-}
-
-std::vector<Variant> LoadAllVariants() {
+std::vector<Variant> LoadVariants() {
   std::vector<Variant> out;
   for (const char* base : {"gated_deltanet", "linear_attn_identity", "titans_mlp", "dla"}) {
     std::ifstream f(DataDir() + "/" + base + "/variants.json");
@@ -56,27 +50,6 @@ std::vector<Variant> LoadAllVariants() {
     }
   }
   return out;
-}
-
-// The variants the engine runs (supported = true) or refuses.
-std::vector<Variant> LoadVariants(bool supported = true) {
-  std::vector<Variant> out;
-  for (Variant& v : LoadAllVariants()) {
-    if (Unsupported(v) != supported) out.push_back(std::move(v));
-  }
-  return out;
-}
-
-TEST(McParity, LogarithmicSegmentsOnDeepMemoriesAreRefusedNamingThem) {
-  const std::vector<Variant> refused = LoadVariants(/*supported=*/false);
-  EXPECT_EQ(refused.size(), 8u);
-  for (const Variant& v : refused) {
-    auto m = Model::Load(testing::FixtureDir(v.base), {.num_threads = 1, .mc_overrides = v.overrides});
-    ASSERT_FALSE(m.ok()) << v.base << " " << v.name;
-    EXPECT_EQ(m.status().code(), absl::StatusCode::kUnimplemented);
-    EXPECT_NE(m.status().message().find("logarithmic segments on deep (MLP) memories"), std::string::npos)
-        << m.status();
-  }
 }
 
 class McParityTest : public ::testing::TestWithParam<Variant> {

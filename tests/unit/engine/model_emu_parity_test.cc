@@ -32,7 +32,6 @@ std::vector<Case> Cases() {
       if (std::string(agg) == "soup" && !deep) continue;  // GRM's read-out on matrix memories
       for (const char* seg : {"constant", "logarithmic"}) {
         if (std::string(agg) == "mean" && std::string(seg) == "logarithmic") continue;
-        if (deep && std::string(seg) == "logarithmic") continue;  // not supported on MLP memories yet
         cases.push_back({f, {{"aggregation", agg}, {"segmentation", seg}, {"segment_size", "4"}},
                          std::string(f) + "_" + agg + "_" + seg});
       }

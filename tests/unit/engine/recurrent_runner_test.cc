@@ -59,6 +59,10 @@ std::vector<Case> Cases() {
   }
   // Segments of 2 cut dla's inner chunks of 4 (prefix blocks stay multiples of 8).
   cases.push_back({"dla", {{"aggregation", "soup"}, {"segment_size", "2"}}, Device::kCpu, {}, "dla_soup_c2"});
+  for (const char* init : {"independent", "checkpoint"}) {
+    cases.push_back({"dla", {{"aggregation", "grm"}, {"segmentation", "logarithmic"}, {"init_mode", init}},
+                     Device::kCpu, {}, std::string("dla_grm_logarithmic_") + init});
+  }
   cases.push_back({"dla", {{"aggregation", "ssc"}, {"segment_size", "4"}, {"top_k", "1"}}, Device::kCudaEmu,
                    {.device_bytes = 0, .hot_pages = 2}, "dla_ssc_host_tier_cuda_emu"});
   return cases;

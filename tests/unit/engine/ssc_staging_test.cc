@@ -29,9 +29,7 @@ struct Case {
 std::vector<Case> Cases() {
   std::vector<Case> cases;
   for (const char* f : {"gated_deltanet", "linear_attn_identity", "titans", "titans_mlp", "dla"}) {
-    const bool deep = std::string(f) == "titans_mlp" || std::string(f) == "dla";
     for (const char* seg : {"constant", "logarithmic"}) {
-      if (deep && std::string(seg) == "logarithmic") continue;  // not supported on MLP memories yet
       for (Device d : {Device::kCpu, Device::kCudaEmu}) {
         cases.push_back({f, seg, d, std::string(f) + "_" + seg + (d == Device::kCpu ? "_cpu" : "_cuda_emu")});
       }
