@@ -109,18 +109,12 @@ class DeepMemoryMixer : public Mixer {
       MCSERVE_ASSIGN_OR_RETURN(retention, SigmoidGate(ctx, x, *a_proj_));
       MCSERVE_ASSIGN_OR_RETURN(momentum_gate, SigmoidGate(ctx, x, *m_proj_));
     }
-    const DeepRule rule(weights_, {.rule = weights_.rule,
-                                   .expansion = static_cast<int>(weights_.expansion),
-                                   .inner_chunk_size = static_cast<int>(weights_.inner_chunk),
-                                   .ln_eps = weights_.ln_eps,
-                                   .q = &qkv.q,
+    const DeepRule rule(weights_, {.q = &qkv.q,
                                    .k = &qkv.k,
                                    .v = &qkv.v,
                                    .step = &step,
                                    .retention = retention ? &*retention : nullptr,
-                                   .momentum_gate = momentum_gate ? &*momentum_gate : nullptr,
-                                   .ln_weight = weights_.ln_weight ? &*weights_.ln_weight : nullptr,
-                                   .ln_bias = weights_.ln_bias ? &*weights_.ln_bias : nullptr});
+                                   .momentum_gate = momentum_gate ? &*momentum_gate : nullptr});
     // A sequence at position 0 starts from the learned initial weights (slots are zeroed on reset).
     for (size_t i = 0; i < batch.slots.size(); ++i) {
       if (batch.positions[i] == 0) MCSERVE_RETURN_IF_ERROR(rule.Restart(ctx, batch.slots[i], state));

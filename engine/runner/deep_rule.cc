@@ -24,6 +24,12 @@ absl::Status DeepRule::Run(const Context& ctx, std::span<const int32_t> rows, co
   MCSERVE_ASSIGN_OR_RETURN(Tensor inner_offset,
                            Tensor::FromHostI32(offsets, {static_cast<int64_t>(offsets.size())}, ctx.device));
   kernels::DeepMemoryArgs a = args_;
+  a.rule = w_.rule;
+  a.expansion = static_cast<int>(w_.expansion);
+  a.inner_chunk_size = static_cast<int>(w_.inner_chunk);
+  a.ln_eps = w_.ln_eps;
+  a.ln_weight = w_.ln_weight ? &*w_.ln_weight : nullptr;
+  a.ln_bias = w_.ln_bias ? &*w_.ln_bias : nullptr;
   MCSERVE_ASSIGN_OR_RETURN(a.q, SelectRows(ctx, args_.q, rows, keep));
   MCSERVE_ASSIGN_OR_RETURN(a.k, SelectRows(ctx, args_.k, rows, keep));
   MCSERVE_ASSIGN_OR_RETURN(a.v, SelectRows(ctx, args_.v, rows, keep));
@@ -86,7 +92,7 @@ absl::Status DeepRule::Read(const Context& ctx, const McRead& r) const {
 absl::Status DeepRule::Restart(const Context& /*ctx*/, int slot, LayerState& state) const {
   Tensor row = state.at("memory").Rows(slot, slot + 1);
   MCSERVE_RETURN_IF_ERROR(row.CopyFrom(w_.initial));
-  if (args_.rule == kernels::DeepMemoryRule::kTitans) MCSERVE_RETURN_IF_ERROR(ZeroSlot(state.at("momentum"), slot));
+  if (w_.rule == kernels::DeepMemoryRule::kTitans) MCSERVE_RETURN_IF_ERROR(ZeroSlot(state.at("momentum"), slot));
   return absl::OkStatus();
 }
 

@@ -25,8 +25,8 @@ struct DeepMemoryWeights {
 
 class DeepRule : public MemoryRule {
  public:
-  // `args` holds this pass's per-row inputs (q, k, v, step and the Titans gates); `weights` outlives
-  // the rule.
+  // `args` holds this pass's per-row inputs (q, k, v, step and the Titans gates); the rule, its
+  // settings and the layer norm come from `weights`, which outlives the rule.
   DeepRule(const DeepMemoryWeights& weights, kernels::DeepMemoryArgs args) : w_(weights), args_(args) {}
   absl::Status Run(const kernels::Context& ctx, std::span<const int32_t> rows, const kernels::BatchLayout& layout,
                    std::span<const int64_t> first_positions, LayerState& state, kernels::Tensor* out) const override;

@@ -7,7 +7,6 @@
 #include "kernels/elementwise/elementwise.h"
 #include "kernels/mc_pool/mc_pool.h"
 #include "kernels/linear_memory/linear_memory.h"
-#include "kernels/mc_readout/mc_readout.h"
 
 namespace mcserve::engine {
 
@@ -22,16 +21,6 @@ struct MemoryStage::Piece {
   bool whole_batch = false;
 };
 
-namespace {
-
-// Rows [begin, end) of an optional per-row tensor.
-const Tensor* RowsOf(const Tensor* t, int64_t begin, int64_t end, std::vector<Tensor>& keep) {
-  if (t == nullptr) return nullptr;
-  keep.push_back(t->Rows(begin, end));
-  return &keep.back();
-}
-
-}  // namespace
 
 absl::StatusOr<MemoryStage> MemoryStage::Bind(const ModelConfig& c, const WeightBinder& w, int layer, Shape shape,
                                               Aux aux, bool normalized) {

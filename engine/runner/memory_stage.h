@@ -18,7 +18,6 @@
 #include "engine/runner/weight_binder.h"
 #include "kernels/core/context.h"
 #include "kernels/linear_memory/linear_memory.h"
-#include "kernels/mc_readout/mc_readout.h"
 
 namespace mcserve::engine {
 
@@ -99,7 +98,7 @@ class MemoryStage {
   absl::Status RunPiece(const kernels::Context& ctx, const Piece& piece, const MixerBatch& batch,
                         const MemoryRule& rule, const kernels::Tensor& q, const kernels::Tensor& u,
                         const kernels::Tensor& pools, LayerState& state, kernels::Tensor* o) const;
-  // McReadout of rows [begin, end) (the rows of `entries`) against their slots' checkpoints.
+  // The read-out of rows [begin, end) (the rows of `entries`) against their slots' checkpoints.
   absl::Status Aggregate(const kernels::Context& ctx, const MemoryRule& rule, std::span<const PieceEntry> entries,
                          int64_t begin, int64_t end, const MixerBatch& batch, const kernels::Tensor& q,
                          const kernels::Tensor& u, const kernels::Tensor& pools, LayerState& state,
