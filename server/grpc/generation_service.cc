@@ -20,18 +20,6 @@ using engine::OutputEvent;
 constexpr absl::Duration kPollSlice = absl::Milliseconds(100);
 constexpr int kMaxEventsPerResponse = 64;
 
-const char* FamilyName(engine::ModelFamily family) {
-  switch (family) {
-    case engine::ModelFamily::kLinearAttn: return "linear_attn";
-    case engine::ModelFamily::kGla: return "gla";
-    case engine::ModelFamily::kDeltaNet: return "delta_net";
-    case engine::ModelFamily::kGatedDeltaNet: return "gated_deltanet";
-    case engine::ModelFamily::kSwla: return "swla";
-    case engine::ModelFamily::kTitans: return "titans";
-  }
-  return "unknown";
-}
-
 v1::FinishReason ToProto(FinishReason reason) {
   switch (reason) {
     case FinishReason::kLength: return v1::FINISH_REASON_LENGTH;
@@ -401,7 +389,7 @@ grpc::ServerUnaryReactor* GenerationService::GetModelInfo(grpc::CallbackServerCo
   if (grpc::Status auth = Authenticate(context); !auth.ok()) return FinishUnary(context, auth);
   const engine::ModelConfig& config = model_->config();
   response->set_model_path(options_.model_path);
-  response->set_family(FamilyName(config.family));
+  response->set_family(config.model_type);  // as config.json names it (dla, titans, ...)
   response->set_model_type(config.model_type);
   response->set_num_layers(config.num_hidden_layers);
   response->set_hidden_size(config.hidden_size);
