@@ -18,6 +18,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<ModelRunn
   so.channel_capacity = options.channel_capacity;
   so.stop_at_every_boundary = options.stop_at_every_boundary;
   so.latency_observer = options.latency_observer;
+  so.write_timeout = options.write_timeout;
   MCSERVE_ASSIGN_OR_RETURN(engine->scheduler_, Scheduler::Create(engine->runner_.get(), tokenizer, so));
   return engine;
 }

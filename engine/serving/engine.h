@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "engine/model/tokenizer.h"
 #include "engine/serving/model_runner.h"
 #include "engine/serving/request.h"
@@ -23,6 +24,7 @@ struct EngineOptions {
   int channel_capacity = 64;            // output events buffered per request (backpressure beyond)
   bool stop_at_every_boundary = false;  // see SchedulerOptions
   LatencyObserver* latency_observer = nullptr;  // see SchedulerOptions; must outlive the Engine
+  absl::Duration write_timeout = absl::Seconds(60);  // --write-timeout-seconds: see SchedulerOptions
 };
 
 // Gauges and counters for /metrics and GetServerInfo (see SchedulerStats).

@@ -25,6 +25,9 @@ struct RunnerStats {
   int64_t prefix_hits = 0, prefix_misses = 0;
   int64_t prefix_cached_tokens = 0;          // prompt tokens skipped thanks to prefix reuse
   int64_t evictions = 0;                     // unreferenced pages dropped to make room
+  int64_t prefix_cache_entries = 0;          // cached prefix blocks (boundary-state snapshots)
+  int64_t prefix_cache_bytes = 0;            // host bytes of those snapshots
+  int64_t prefix_cache_budget_bytes = 0;     // their budget (--prefix-cache-mib); -1 = unlimited
 };
 
 class ModelRunner {

@@ -47,6 +47,7 @@ bool OutputChannel::Push(OutputEvent event) {
     events_.push_back(std::move(event));
   }
   cv_.notify_all();
+  NotifyListener();
   return true;
 }
 
@@ -58,6 +59,7 @@ void OutputChannel::Finish(OutputEvent event) {
     closed_ = true;
   }
   cv_.notify_all();
+  NotifyListener();
 }
 
 bool OutputChannel::closed() const {
@@ -91,13 +93,49 @@ absl::StatusOr<OutputEvent> OutputChannel::Next(absl::Duration timeout) {
       return absl::DeadlineExceededError("no output event within the timeout");
     }
     if (events_.empty()) return absl::OutOfRangeError("the request's stream has ended");
-    was_full = events_.size() >= capacity_;
-    event = std::move(events_.front());
-    events_.pop_front();
+    event = PopLocked(&was_full);
   }
   // A full channel held its request back from decoding; tell the scheduler there is room again.
   if (was_full && waker_ != nullptr) waker_->Notify();
   return event;
+}
+
+std::optional<OutputEvent> OutputChannel::TryNext() {
+  bool was_full = false;
+  OutputEvent event;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (events_.empty()) return std::nullopt;
+    event = PopLocked(&was_full);
+  }
+  if (was_full && waker_ != nullptr) waker_->Notify();
+  return event;
+}
+
+OutputEvent OutputChannel::PopLocked(bool* was_full) {
+  *was_full = events_.size() >= capacity_;
+  OutputEvent event = std::move(events_.front());
+  events_.pop_front();
+  return event;
+}
+
+void OutputChannel::SetListener(std::function<void()> listener) {
+  bool pending = false;
+  {
+    std::lock_guard<std::mutex> lock(listener_mu_);
+    listener_ = std::move(listener);
+    if (!listener_) return;
+    {
+      std::lock_guard<std::mutex> events_lock(mu_);
+      pending = !events_.empty();
+    }
+    if (pending) listener_();
+  }
+}
+
+void OutputChannel::NotifyListener() {
+  std::lock_guard<std::mutex> lock(listener_mu_);
+  if (listener_) listener_();
 }
 
 size_t OutputChannel::size() const {

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -81,14 +82,30 @@ class OutputChannel {
   // Consumer: the next event; DEADLINE_EXCEEDED if none arrives within `timeout`; OUT_OF_RANGE once
   // the final event has been returned.
   absl::StatusOr<OutputEvent> Next(absl::Duration timeout);
+  // Consumer: the next event if one is queued now, else nullopt (never blocks). After the final
+  // event has been returned it stays nullopt.
+  std::optional<OutputEvent> TryNext();
+  // Any thread: push-based consumption. `listener` runs after every Push and Finish (on the
+  // producer's thread, without the channel's lock held), and once right away when events are already
+  // queued. It must be short and must not block (post to an event loop, start a write). Replaces the
+  // previous listener; null removes it. Returns only when no call of the old listener is running, so
+  // a consumer may free what its listener captured after SetListener(nullptr) — as long as the caller
+  // holds no lock the listener takes.
+  void SetListener(std::function<void()> listener);
   // Events buffered now.
   size_t size() const;
 
  private:
   const size_t capacity_;
   std::shared_ptr<SchedulerWaker> waker_;
+  // Takes an event out (mu_ held); the scheduler is woken when this made room in a full channel.
+  OutputEvent PopLocked(bool* was_full);
+  void NotifyListener();
+
   mutable std::mutex mu_;
   std::condition_variable cv_;
+  std::mutex listener_mu_;  // held while the listener runs and while it is replaced
+  std::function<void()> listener_;
   std::deque<OutputEvent> events_;
   bool closed_ = false;     // the final event was pushed
   bool cancelled_ = false;  // the consumer gave up

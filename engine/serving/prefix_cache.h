@@ -67,6 +67,8 @@ class PrefixCache {
 
   int64_t entries() const { return static_cast<int64_t>(lru_.size()); }
   int64_t bytes() const { return bytes_; }
+  // The snapshots' host byte budget (-1: none).
+  int64_t byte_budget() const { return budget_; }
   int64_t evictions() const { return evictions_; }
   // Every entry's children/user counts and the byte total recounted; Internal error on a mismatch.
   absl::Status SanityCheck() const;

@@ -215,7 +215,10 @@ RunnerStats RecurrentRunner::stats() const {
                      .prefix_hits = prefix_hits_,
                      .prefix_misses = prefix_misses_,
                      .prefix_cached_tokens = prefix_cached_tokens_,
-                     .evictions = cache_ ? cache_->evictions() : 0};
+                     .evictions = cache_ ? cache_->evictions() : 0,
+                     .prefix_cache_entries = cache_ ? cache_->entries() : 0,
+                     .prefix_cache_bytes = cache_ ? cache_->bytes() : 0,
+                     .prefix_cache_budget_bytes = cache_ ? cache_->byte_budget() : 0};
 }
 
 absl::Status RecurrentRunner::SanityCheck() const {

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -54,6 +55,8 @@ struct Request {
   // Latency bookkeeping (LatencyObserver): when Submit created it, and its latest token.
   std::chrono::steady_clock::time_point submitted = std::chrono::steady_clock::now();
   std::chrono::steady_clock::time_point last_token;
+  // Since when its output channel has been full (the client not reading); unset while it has room.
+  std::optional<std::chrono::steady_clock::time_point> stalled_since;
 
   Request(uint64_t id, RequestSpec spec, std::shared_ptr<OutputChannel> channel, Sampler sampler,
           OutputStream stream)
@@ -68,7 +71,10 @@ struct Request {
 class RequestHandle {
  public:
   RequestHandle(uint64_t id, std::shared_ptr<OutputChannel> channel) : id_(id), channel_(std::move(channel)) {}
-  ~RequestHandle() { Abort(); }
+  ~RequestHandle() {
+    channel_->SetListener(nullptr);
+    Abort();
+  }
   RequestHandle(const RequestHandle&) = delete;
   RequestHandle& operator=(const RequestHandle&) = delete;
 
@@ -76,6 +82,11 @@ class RequestHandle {
   uint64_t id() const { return id_; }
   // The next event; DEADLINE_EXCEEDED after `timeout` without one; OUT_OF_RANGE after the final event.
   absl::StatusOr<OutputEvent> Next(absl::Duration timeout) { return channel_->Next(timeout); }
+  // The next event if one is queued now, else nullopt (see OutputChannel::TryNext).
+  std::optional<OutputEvent> TryNext() { return channel_->TryNext(); }
+  // Push-based consumption: `listener` runs on the scheduler thread whenever output arrives (see
+  // OutputChannel::SetListener for its rules); null removes it. Any thread.
+  void OnOutput(std::function<void()> listener) { channel_->SetListener(std::move(listener)); }
   // Asks the scheduler to stop the request at its next step boundary; the stream then ends with a
   // kCancelled event (unless it had already finished). Idempotent.
   void Abort() { channel_->Cancel(); }

@@ -134,6 +134,7 @@ void Scheduler::Loop() {
       if (stopping_) break;
     }
     ReapCancelled();
+    ReapStalled();
     bool admission_blocked = false;
     std::vector<Planned> plan = BuildBatch(&admission_blocked);
     if (plan.empty()) {
@@ -166,6 +167,27 @@ void Scheduler::ReapCancelled() {
     }
   }
   for (auto& r : cancelled) Finish(r.get(), FinalEvent(FinishReason::kCancelled));
+}
+
+void Scheduler::ReapStalled() {
+  if (options_.write_timeout <= absl::ZeroDuration() || options_.write_timeout == absl::InfiniteDuration()) return;
+  const auto now = std::chrono::steady_clock::now();
+  const auto timeout = absl::ToChronoNanoseconds(options_.write_timeout);
+  for (auto& r : running_) {
+    if (r->phase == RequestPhase::kDone) continue;
+    if (r->channel->HasRoom()) {
+      r->stalled_since.reset();
+    } else if (!r->stalled_since.has_value()) {
+      r->stalled_since = now;
+    } else if (now - *r->stalled_since >= timeout) {
+      ++counters_.write_timeouts;
+      Finish(r.get(), FinalEvent(FinishReason::kCancelled,
+                                 absl::DeadlineExceededError(absl::StrCat(
+                                     "write timeout: the client read no output for ",
+                                     absl::FormatDuration(options_.write_timeout), "; the request was cancelled"))));
+    }
+  }
+  std::erase_if(running_, [](const auto& r) { return r->phase == RequestPhase::kDone; });
 }
 
 int64_t Scheduler::ChunkEnd(const Request& r, int64_t budget) const {

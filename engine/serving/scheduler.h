@@ -21,6 +21,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "engine/model/tokenizer.h"
 #include "engine/serving/latency_observer.h"
 #include "engine/serving/model_runner.h"
@@ -42,6 +43,10 @@ struct SchedulerOptions {
   bool stop_at_every_boundary = false;
   // Receives every request's latencies (null: none). Must outlive the scheduler.
   LatencyObserver* latency_observer = nullptr;
+  // A running request whose output channel has stayed full this long (its client stopped reading)
+  // is cancelled and its slot freed; its final event is kCancelled with a DEADLINE_EXCEEDED error.
+  // Zero or infinite: never.
+  absl::Duration write_timeout = absl::Seconds(60);
 };
 
 // A snapshot of the scheduler's gauges and counters. Plain value.
@@ -55,6 +60,7 @@ struct SchedulerStats {
   int64_t tokens_generated = 0;
   int64_t prompt_tokens_processed = 0;  // prompt tokens run through the model (cached ones excluded)
   int64_t prompt_tokens_cached = 0;     // prompt tokens Begin resumed from the prefix cache
+  int64_t write_timeouts = 0;  // requests cancelled because their client stopped reading (write_timeout)
   // Requests finished, indexed by FinishReason (kLength, kStop, kCancelled, kError).
   std::array<int64_t, 5> finished{};
   int64_t finished_by(FinishReason r) const { return finished[static_cast<int>(r)]; }
@@ -99,6 +105,8 @@ class Scheduler {
   void Loop();
   // Finishes cancelled requests, running and waiting.
   void ReapCancelled();
+  // Cancels running requests whose output channel has been full for options_.write_timeout.
+  void ReapStalled();
   // Builds this step's batch (admitting waiting requests); *admission_blocked when Begin said
   // RESOURCE_EXHAUSTED for the head of the queue.
   std::vector<Planned> BuildBatch(bool* admission_blocked);
