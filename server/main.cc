@@ -190,7 +190,7 @@ absl::StatusOr<mcserve::server::GrpcServerOptions> GrpcOptionsFromFlags(const st
   options.model_path = dir;
   options.max_tokens_limit = static_cast<uint32_t>(absl::GetFlag(FLAGS_max_tokens_limit));
   options.max_prompt_tokens = absl::GetFlag(FLAGS_max_prompt_tokens);
-  options.api_key = absl::GetFlag(FLAGS_api_key);
+  options.api_keys = mcserve::server::ApiKeys::Single(absl::GetFlag(FLAGS_api_key));
   options.version = MCSERVE_VERSION;
   options.max_request_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_max_request_bytes));
   return options;
