@@ -5,13 +5,14 @@
 #include <cstdint>
 #include <vector>
 
-#include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "grpc/health/v1/health.pb.h"
 #include "server/grpc/generation_service.h"
+#include "server/grpc/reflection_service.h"
 
 namespace mcserve::server {
 namespace {
@@ -55,14 +56,25 @@ class GrpcServerImpl : public GrpcServer {
   absl::Status Start(const GrpcServerOptions& options) {
     absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = Credentials(options);
     if (!credentials.ok()) return credentials.status();
+    // gRPC serves Health itself (without protobuf); health.proto is compiled in for reflection.
     grpc::EnableDefaultHealthCheckService(true);
-    grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+    ReflectionOptions reflection_options;
+    reflection_options.services = {v1::Generation::service_full_name(),
+                                   grpc::health::v1::HealthCheckRequest::descriptor()->file()->service(0)->full_name()};
+    reflection_options.api_keys = options.api_keys;
+    reflection_options.accounting = options.accounting;
+    reflection_options.max_request_bytes = options.max_request_bytes;
+    absl::StatusOr<std::unique_ptr<ReflectionServices>> reflection = ReflectionServices::Create(reflection_options);
+    if (!reflection.ok()) return reflection.status();
+    reflection_ = *std::move(reflection);
+
     grpc::ServerBuilder builder;
     const std::string address = absl::StrContains(options.host, ':')
                                     ? absl::StrCat("[", options.host, "]:", options.port)
                                     : absl::StrCat(options.host, ":", options.port);
     builder.AddListeningPort(address, *credentials, &port_);
     builder.RegisterService(&service_);
+    for (grpc::Service* service : reflection_->services()) builder.RegisterService(service);
     const size_t transport_limit = options.max_request_bytes * GrpcServerOptions::kTransportLimitFactor;
     builder.SetMaxReceiveMessageSize(static_cast<int>(std::min<size_t>(transport_limit, INT32_MAX)));
     server_ = builder.BuildAndStart();
@@ -92,6 +104,7 @@ class GrpcServerImpl : public GrpcServer {
 
  private:
   GenerationService service_;
+  std::unique_ptr<ReflectionServices> reflection_;
   std::unique_ptr<grpc::Server> server_;  // declared last: shut down before the services go
   int port_ = 0;
 };
