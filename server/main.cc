@@ -217,9 +217,14 @@ absl::StatusOr<mcserve::server::GrpcServerOptions> GrpcOptionsFromFlags(const st
   options.model_path = dir;
   options.max_tokens_limit = static_cast<uint32_t>(absl::GetFlag(FLAGS_max_tokens_limit));
   options.max_prompt_tokens = absl::GetFlag(FLAGS_max_prompt_tokens);
-  options.api_keys = mcserve::server::ApiKeys::Single(absl::GetFlag(FLAGS_api_key));
+  if (const std::string key_file = absl::GetFlag(FLAGS_api_key_file); !key_file.empty()) {
+    MCSERVE_ASSIGN_OR_RETURN(options.api_keys, mcserve::server::ApiKeys::FromFile(key_file));
+  } else {
+    options.api_keys = mcserve::server::ApiKeys::Single(absl::GetFlag(FLAGS_api_key));
+  }
   options.version = MCSERVE_VERSION;
   options.max_request_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_max_request_bytes));
+  options.write_timeout = absl::Seconds(absl::GetFlag(FLAGS_write_timeout_seconds));
   return options;
 }
 
