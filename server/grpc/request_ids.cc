@@ -5,7 +5,6 @@
 #include <array>
 #include <cerrno>
 #include <cstddef>
-#include <cstdint>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
