@@ -1,0 +1,36 @@
+// HttpServerOptions: what the HTTP front end serves, with which keys, and its limits on each
+// connection (sizes, timeouts). A plain value, read-only once the server has started.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "absl/time/time.h"
+#include "server/common/api_keys.h"
+#include "server/common/caller_accounting.h"
+#include "server/http/openai_completion.h"
+
+namespace mcserve::server {
+
+struct HttpServerOptions {
+  std::string host = "0.0.0.0";
+  int port = 0;                   // 0 = pick a free port
+  std::string model_name;         // the id /v1/models lists and responses carry
+  ApiKeys api_keys;               // none = no key required; else every route but /health and /ready
+  CallerAccounting* accounting = nullptr;  // per-caller counts (may be null); must outlive the server
+  std::string tls_cert, tls_key;  // PEM files; both set = HTTPS
+  CompletionLimits limits;
+  int64_t max_body_bytes = 4 << 20;  // larger request bodies (after decompression) get 413
+  int max_header_bytes = 16 << 10;   // a larger request head gets 431
+  int max_headers = 100;             // more header fields get 431
+  int io_threads = 2;                // threads running every connection's I/O
+  absl::Duration header_timeout = absl::Seconds(10);  // a request head (and TLS handshake) must arrive within
+  absl::Duration body_timeout = absl::Seconds(30);    // then its body within
+  absl::Duration idle_timeout = absl::Seconds(30);    // an idle keep-alive connection is closed after
+  absl::Duration write_timeout = absl::Seconds(60);   // a write the client does not take in time closes it
+  std::function<std::string()> metrics;  // the /metrics body (text format 0.0.4); null = 404
+  std::function<bool()> ready;           // /ready; null = always ready
+};
+
+}  // namespace mcserve::server
