@@ -63,7 +63,17 @@ ABSL_FLAG(int64_t, max_request_bytes, 4 << 20,
 ABSL_FLAG(bool, prefix_caching, true, "Reuse the state of cached prompt prefixes (--no-prefix-caching: off)");
 ABSL_FLAG(int64_t, prefix_block, 64, "Prefix-cache block in tokens (rounded up to whole MC segments)");
 ABSL_FLAG(std::string, api_key, "",
-          "If set, every RPC but health needs metadata `authorization: Bearer <key>` (else UNAUTHENTICATED)");
+          "If set, every RPC and HTTP route but health needs `authorization: Bearer <key>` (gRPC metadata or "
+          "HTTP header; else UNAUTHENTICATED / 401). The key is named \"default\"");
+ABSL_FLAG(std::string, api_key_file, "",
+          "A file of named API keys, one `NAME KEY` per line (# comments): like --api-key with several keys; a "
+          "request belongs to its key's name (only that name may abort it) and the per-key metrics carry it");
+ABSL_FLAG(double, write_timeout_seconds, 60,
+          "A running request whose client reads no output for this long is cancelled and its slot freed "
+          "(mcserve:request_write_timeouts_total); 0 = never");
+ABSL_FLAG(double, prefix_cache_mib, 1024,
+          "Host memory for the prefix cache's state snapshots, in MiB (least recently used evicted beyond); "
+          "-1 = unlimited");
 ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain: serve gRPC and HTTP over TLS (with --tls-key)");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key for --tls-cert");
 ABSL_FLAG(std::string, tls_client_ca, "", "PEM CA bundle: require and verify client certificates (mutual TLS)");
@@ -78,13 +88,21 @@ namespace engine = mcserve::engine;
 constexpr const char* kEnvFlags[] = {
     "model", "host", "grpc_port", "http_port", "device", "threads", "max_slots", "max_batch_tokens",
     "max_waiting", "max_prompt_tokens", "max_tokens_limit", "max_request_bytes", "checkpoint_device_mib",
-    "checkpoint_host_mib", "ssc_hot_pages", "prefix_caching", "prefix_block", "api_key", "tls_cert", "tls_key", "tls_client_ca",
-    "shutdown_grace_seconds", "mc_aggregation", "mc_segmentation", "mc_segment_size", "mc_init_mode", "mc_gate",
+    "checkpoint_host_mib", "ssc_hot_pages", "prefix_caching", "prefix_block", "prefix_cache_mib", "api_key", "api_key_file",
+    "write_timeout_seconds", "tls_cert", "tls_key", "tls_client_ca", "shutdown_grace_seconds", "mc_aggregation", "mc_segmentation", "mc_segment_size", "mc_init_mode", "mc_gate",
     "mc_pool", "mc_top_k", "mc_mean_combine", "mc_layers"};
 
 int g_signal_pipe[2] = {-1, -1};
+volatile sig_atomic_t g_signals = 0;
 
+// The first SIGTERM / SIGINT starts the graceful stop (a byte on the pipe); a second exits at once.
 void OnShutdownSignal(int sig) {
+  g_signals = g_signals + 1;
+  if (g_signals > 1) {
+    static constexpr char kMessage[] = "mcserve: second signal: exiting now\n";
+    [[maybe_unused]] ssize_t n = write(STDERR_FILENO, kMessage, sizeof(kMessage) - 1);
+    _exit(128 + sig);
+  }
   const unsigned char byte = static_cast<unsigned char>(sig);
   [[maybe_unused]] ssize_t n = write(g_signal_pipe[1], &byte, 1);  // async-signal-safe
 }
@@ -156,6 +174,12 @@ absl::Status CheckServingFlags() {
   if (!(absl::GetFlag(FLAGS_shutdown_grace_seconds) >= 0)) {
     return absl::InvalidArgumentError("--shutdown-grace-seconds: must be ≥ 0");
   }
+  if (!(absl::GetFlag(FLAGS_write_timeout_seconds) >= 0)) {
+    return absl::InvalidArgumentError("--write-timeout-seconds: must be ≥ 0");
+  }
+  if (!absl::GetFlag(FLAGS_api_key).empty() && !absl::GetFlag(FLAGS_api_key_file).empty()) {
+    return absl::InvalidArgumentError("--api-key and --api-key-file: give one of them");
+  }
   return absl::OkStatus();
 }
 
@@ -166,6 +190,9 @@ absl::StatusOr<engine::RecurrentRunnerOptions> RunnerOptionsFromFlags() {
   MCSERVE_ASSIGN_OR_RETURN(options.checkpoints, mcserve::tools::CheckpointOptionsFromFlags());
   options.prefix_caching = absl::GetFlag(FLAGS_prefix_caching);
   options.prefix_block = absl::GetFlag(FLAGS_prefix_block);
+  auto prefix_bytes = engine::BudgetBytesFromMib(absl::GetFlag(FLAGS_prefix_cache_mib));
+  if (!prefix_bytes.ok()) return mcserve::tools::ForFlag("prefix-cache-mib", prefix_bytes.status());
+  options.prefix_cache_bytes = *prefix_bytes;
   return options;
 }
 
@@ -254,6 +281,7 @@ absl::Status Run() {
   engine_options.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);
   engine_options.max_prompt_tokens = absl::GetFlag(FLAGS_max_prompt_tokens);
   engine_options.latency_observer = &latency_observer;
+  engine_options.write_timeout = absl::Seconds(absl::GetFlag(FLAGS_write_timeout_seconds));
   MCSERVE_ASSIGN_OR_RETURN(auto eng, engine::Engine::Create(std::move(runner), &model->tokenizer(), engine_options));
   registry.AddRenderHook([e = eng.get(), m = metrics.get()] { m->UpdateFromEngineStats(e->Stats()); });
 

@@ -98,6 +98,24 @@ absl::StatusOr<std::unique_ptr<McserveMetrics>> McserveMetrics::Create(Registry&
       Child(r.AddCounter("mcserve:prefix_cache_evictions_total",
                          "Unreferenced checkpoint pages dropped to make room.", m),
             model));
+  MCSERVE_ASSIGN_OR_RETURN(
+      Gauge * prefix_entries,
+      Child(r.AddGauge("mcserve:prefix_cache_entries", "Cached prompt-prefix blocks (state snapshots) held.", m),
+            model));
+  MCSERVE_ASSIGN_OR_RETURN(
+      Gauge * prefix_bytes,
+      Child(r.AddGauge("mcserve:prefix_cache_bytes", "Host bytes of the prefix cache's state snapshots.", m),
+            model));
+  MCSERVE_ASSIGN_OR_RETURN(
+      Gauge * prefix_budget,
+      Child(r.AddGauge("mcserve:prefix_cache_budget_bytes",
+                       "The prefix cache's byte budget (--prefix-cache-mib); -1 = unlimited, 0 = caching off.", m),
+            model));
+  MCSERVE_ASSIGN_OR_RETURN(
+      Counter * write_timeouts,
+      Child(r.AddCounter("mcserve:request_write_timeouts_total",
+                         "Requests cancelled because their client read no output for --write-timeout-seconds.", m),
+            model));
 
   MCSERVE_ASSIGN_OR_RETURN(
       Histogram * ttft,
@@ -118,9 +136,9 @@ absl::StatusOr<std::unique_ptr<McserveMetrics>> McserveMetrics::Create(Registry&
             model));
 
   return std::unique_ptr<McserveMetrics>(new McserveMetrics{
-      *running, *waiting, *slot_usage, *pages_device, *pages_host, *max_running,
-      *prompt, *generation, *stop, *length, *cancelled, *error, *stagings, *hits, *misses, *evictions,
-      *ttft, *itl, *e2e});
+      *running, *waiting, *slot_usage, *pages_device, *pages_host, *max_running, *prefix_entries, *prefix_bytes,
+      *prefix_budget, *prompt, *generation, *stop, *length, *cancelled, *error, *stagings, *hits, *misses,
+      *evictions, *write_timeouts, *ttft, *itl, *e2e});
 }
 
 Counter& McserveMetrics::request_success(engine::FinishReason reason) {
@@ -142,6 +160,9 @@ void McserveMetrics::UpdateFromEngineStats(const engine::EngineStats& s) {
   checkpoint_pages_device.Set(static_cast<double>(s.runner.device_pages));
   checkpoint_pages_host.Set(static_cast<double>(s.runner.host_pages));
   max_running_requests.Set(static_cast<double>(s.slots_total));
+  prefix_cache_entries.Set(static_cast<double>(s.runner.prefix_cache_entries));
+  prefix_cache_bytes.Set(static_cast<double>(s.runner.prefix_cache_bytes));
+  prefix_cache_budget_bytes.Set(static_cast<double>(s.runner.prefix_cache_budget_bytes));
 
   prompt_tokens.IncreaseTo(static_cast<double>(s.prompt_tokens_processed + s.prompt_tokens_cached));
   generation_tokens.IncreaseTo(static_cast<double>(s.tokens_generated));
@@ -154,6 +175,7 @@ void McserveMetrics::UpdateFromEngineStats(const engine::EngineStats& s) {
   prefix_cache_hits.IncreaseTo(static_cast<double>(s.runner.prefix_hits));
   prefix_cache_misses.IncreaseTo(static_cast<double>(s.runner.prefix_misses));
   prefix_cache_evictions.IncreaseTo(static_cast<double>(s.runner.evictions));
+  request_write_timeouts.IncreaseTo(static_cast<double>(s.write_timeouts));
 }
 
 }  // namespace mcserve::server

@@ -39,6 +39,9 @@ struct McserveMetrics {
   Gauge& checkpoint_pages_device; // mcserve:checkpoint_pages{tier="device"}
   Gauge& checkpoint_pages_host;   // mcserve:checkpoint_pages{tier="host"}
   Gauge& max_running_requests;    // mcserve:max_running_requests, the effective concurrency cap
+  Gauge& prefix_cache_entries;    // mcserve:prefix_cache_entries, cached prefix blocks
+  Gauge& prefix_cache_bytes;      // mcserve:prefix_cache_bytes, host bytes of their state snapshots
+  Gauge& prefix_cache_budget_bytes;  // mcserve:prefix_cache_budget_bytes (--prefix-cache-mib; -1 = none)
   // Counters (advanced by UpdateFromEngineStats).
   Counter& prompt_tokens;          // mcserve:prompt_tokens_total (processed + resumed from cache)
   Counter& generation_tokens;      // mcserve:generation_tokens_total
@@ -50,6 +53,7 @@ struct McserveMetrics {
   Counter& prefix_cache_hits;      // mcserve:prefix_cache_hits_total
   Counter& prefix_cache_misses;    // mcserve:prefix_cache_misses_total
   Counter& prefix_cache_evictions; // mcserve:prefix_cache_evictions_total
+  Counter& request_write_timeouts; // mcserve:request_write_timeouts_total (client stopped reading)
   // Histograms (observed through MetricsLatencyObserver, in seconds).
   Histogram& time_to_first_token;  // mcserve:time_to_first_token_seconds
   Histogram& inter_token_latency;  // mcserve:inter_token_latency_seconds

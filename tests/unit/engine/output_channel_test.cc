@@ -2,7 +2,10 @@
 // cancellation, and the scheduler wake-up when a consumer frees room or cancels.
 #include "engine/serving/output_channel.h"
 
+#include <atomic>
+#include <chrono>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include "gtest/gtest.h"
@@ -73,6 +76,84 @@ TEST(OutputChannelTest, ConsumerWakesTheSchedulerWhenItFreesRoomOrCancels) {
   std::thread notifier([&] { waker->Notify(); });
   EXPECT_TRUE(waker->Wait(kTimeout));
   notifier.join();
+}
+
+// TryNext never blocks: nullopt while empty, events in order, and nothing after the final one.
+TEST(OutputChannelTest, TryNextIsNonBlocking) {
+  auto waker = std::make_shared<SchedulerWaker>();
+  OutputChannel ch(1, waker);
+  EXPECT_FALSE(ch.TryNext().has_value());
+  OutputEvent e;
+  e.token_id = 7;
+  ASSERT_TRUE(ch.Push(e));
+  waker->Wait(absl::ZeroDuration());  // clear any pending wake-up
+  std::optional<OutputEvent> got = ch.TryNext();
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->token_id, 7);
+  EXPECT_TRUE(waker->Wait(absl::ZeroDuration())) << "taking from a full channel wakes the scheduler";
+  OutputEvent fin;
+  fin.finish = FinishReason::kStop;
+  ch.Finish(fin);
+  EXPECT_EQ(ch.TryNext()->finish, FinishReason::kStop);
+  EXPECT_FALSE(ch.TryNext().has_value());
+}
+
+// The listener runs on every Push and Finish, once at once for events already queued, and never
+// after it was removed.
+TEST(OutputChannelTest, ListenerIsCalledOnEveryEventUntilRemoved) {
+  OutputChannel ch(8, std::make_shared<SchedulerWaker>());
+  OutputEvent e;
+  e.token_id = 1;
+  ASSERT_TRUE(ch.Push(e));
+  int calls = 0;
+  ch.SetListener([&calls] { ++calls; });
+  EXPECT_EQ(calls, 1) << "an event was already queued";
+  ASSERT_TRUE(ch.Push(e));
+  EXPECT_EQ(calls, 2);
+  ch.SetListener(nullptr);
+  ASSERT_TRUE(ch.Push(e));
+  EXPECT_EQ(calls, 2);
+  int later = 0;
+  ch.SetListener([&later] { ++later; });
+  EXPECT_EQ(later, 1);
+  OutputEvent fin;
+  fin.finish = FinishReason::kLength;
+  ch.Finish(fin);
+  EXPECT_EQ(later, 2);
+  int empty = 0;
+  OutputChannel idle(2, nullptr);
+  idle.SetListener([&empty] { ++empty; });
+  EXPECT_EQ(empty, 0) << "nothing queued: no call";
+}
+
+// SetListener(nullptr) waits for a running call of the old listener, so what it captured may be
+// freed right after.
+TEST(OutputChannelTest, RemovingTheListenerWaitsForARunningCall) {
+  OutputChannel ch(8, std::make_shared<SchedulerWaker>());
+  std::atomic<bool> inside{false}, release{false}, finished{false};
+  ch.SetListener([&] {
+    inside = true;
+    while (!release) std::this_thread::yield();
+    finished = true;
+  });
+  std::thread producer([&] {
+    OutputEvent e;
+    e.token_id = 1;
+    ch.Push(e);
+  });
+  while (!inside) std::this_thread::yield();
+  std::atomic<bool> removed{false};
+  std::thread remover([&] {
+    ch.SetListener(nullptr);
+    removed = true;
+    EXPECT_TRUE(finished) << "SetListener(nullptr) returned before the running call ended";
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_FALSE(removed) << "SetListener(nullptr) did not wait for the running call";
+  release = true;
+  remover.join();
+  EXPECT_TRUE(removed);
+  producer.join();
 }
 
 }  // namespace

@@ -392,6 +392,71 @@ TEST(SchedulerTest, BackpressureSkipsAFullChannelOnly) {
   EXPECT_EQ(f.fake->violations(), 0);
 }
 
+// A client that stops reading fills its channel; after the write timeout its request is cancelled
+// (final event kCancelled with DEADLINE_EXCEEDED), its slot goes to the next request, and the
+// engine counts it.
+TEST(SchedulerTest, WriteTimeoutFreesTheSlotOfAReaderThatStopped) {
+  FakeModelRunner::Options o;
+  o.num_slots = 1;
+  o.vocab = Tok().vocab_size();
+  o.never_pick = {Tok().eos_id(), Tok().bos_id(), 0};
+  auto fake = std::make_unique<FakeModelRunner>(o);
+  EngineOptions eo;
+  eo.max_batch_tokens = 16;
+  eo.max_prompt_tokens = 4096;
+  eo.channel_capacity = 2;
+  eo.write_timeout = absl::Milliseconds(50);
+  auto engine = Engine::Create(std::move(fake), &Tok(), eo);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  auto stalled = MustSubmit(**engine, Spec(Prompt(5, 1), 1000));
+  auto next = MustSubmit(**engine, Spec(Prompt(5, 2), 8));
+  Result rn = Collect(*next);  // runs only once the stalled one lost its slot
+  ASSERT_TRUE(rn.status.ok()) << rn.status;
+  EXPECT_EQ(rn.tokens.size(), 8u);
+  EXPECT_EQ(rn.final_event.finish, FinishReason::kLength);
+  Result rs = Collect(*stalled);
+  ASSERT_TRUE(rs.status.ok()) << rs.status;
+  EXPECT_EQ(rs.tokens.size(), 2u) << "exactly what fitted the channel";
+  EXPECT_EQ(rs.final_event.finish, FinishReason::kCancelled);
+  EXPECT_TRUE(absl::IsDeadlineExceeded(rs.final_event.error)) << rs.final_event.error;
+  EXPECT_NE(rs.final_event.error.message().find("write timeout"), std::string::npos);
+  EXPECT_EQ((*engine)->Stats().write_timeouts, 1);
+
+  EXPECT_EQ((*engine)->Stats().write_timeouts, 1);
+}
+
+// A reader slower than the model keeps its channel full most of the time, but each event it takes
+// restarts the write timeout: it is never cancelled although it runs for longer than the timeout.
+TEST(SchedulerTest, WriteTimeoutSparesASlowButSteadyReader) {
+  FakeModelRunner::Options o;
+  o.num_slots = 1;
+  o.vocab = Tok().vocab_size();
+  o.never_pick = {Tok().eos_id(), Tok().bos_id(), 0};
+  EngineOptions eo;
+  eo.max_batch_tokens = 16;
+  eo.max_prompt_tokens = 4096;
+  eo.channel_capacity = 2;
+  eo.write_timeout = absl::Milliseconds(250);
+  auto engine = Engine::Create(std::make_unique<FakeModelRunner>(o), &Tok(), eo);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  auto h = MustSubmit(**engine, Spec(Prompt(5, 3), 600));
+  int tokens = 0;
+  const auto start = std::chrono::steady_clock::now();
+  for (;;) {
+    absl::StatusOr<OutputEvent> e = h->Next(kTimeout);
+    ASSERT_TRUE(e.ok()) << e.status();
+    if (e->token_id >= 0) ++tokens;
+    if (e->is_final()) {
+      EXPECT_EQ(e->finish, FinishReason::kLength) << e->error;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(tokens, 600);
+  EXPECT_GT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(250)) << "ran past the timeout";
+  EXPECT_EQ((*engine)->Stats().write_timeouts, 0);
+}
+
 // 64 requests of mixed lengths and sampling through 8 slots: each output equals the same request
 // run alone; everything is released at the end.
 TEST(SchedulerTest, ManyConcurrentRequestsMatchRunningAlone) {

@@ -19,6 +19,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
+#include "server/metrics/caller_metrics.h"
 #include "server/metrics/mcserve_metrics.h"
 #include "server/metrics/metrics.h"
 
@@ -92,7 +93,9 @@ std::string RenderPopulated() {
   s.prompt_tokens_processed = 500;
   s.prompt_tokens_cached = 256;
   s.runner = {.device_pages = 10, .host_pages = 20, .referenced_pages = 5, .stagings = 7,
-              .prefix_hits = 3, .prefix_misses = 4, .prefix_cached_tokens = 256, .evictions = 1};
+              .prefix_hits = 3, .prefix_misses = 4, .prefix_cached_tokens = 256, .evictions = 1,
+              .prefix_cache_entries = 6, .prefix_cache_bytes = 98304, .prefix_cache_budget_bytes = 1 << 30};
+  s.write_timeouts = 2;
   s.finished[static_cast<int>(engine::FinishReason::kStop)] = 5;
   s.finished[static_cast<int>(engine::FinishReason::kLength)] = 2;
   s.finished[static_cast<int>(engine::FinishReason::kCancelled)] = 1;
@@ -101,6 +104,12 @@ std::string RenderPopulated() {
   for (double v : {0.0005, 0.03, 0.2, 1.7, 3000.0}) (*m)->time_to_first_token.Observe(v);
   for (double v : {0.012, 0.02, 0.09, 100.0}) (*m)->inter_token_latency.Observe(v);
   for (double v : {0.4, 12.5, 8000.0}) (*m)->e2e_request_latency.Observe(v);
+  auto callers = CallerMetrics::Create(registry, "mcserve-tiny \"v1\"\\main", {"alice", "bob"});
+  EXPECT_TRUE(callers.ok()) << callers.status();
+  if (!callers.ok()) return "";
+  (*callers)->RequestFinished("alice", engine::FinishReason::kStop, 12, 30);
+  (*callers)->RequestAborted("bob");
+  (*callers)->Unauthenticated();
   return registry.Render();
 }
 
@@ -127,7 +136,7 @@ TEST(MetricsPromtool, McserveMetricsOnlyColonNotices) {
         << "unexpected promtool problem: " << line;
     ++notices;
   }
-  EXPECT_EQ(notices, 15) << r.output;  // one per family
+  EXPECT_EQ(notices, 24) << r.output;  // one per family
 }
 
 // The checker itself can fail: promtool rejects broken text and lints a counter without _total.

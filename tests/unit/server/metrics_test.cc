@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "server/metrics/caller_metrics.h"
 #include "server/metrics/mcserve_metrics.h"
 
 namespace mcserve::server {
@@ -228,6 +229,10 @@ TEST(McserveMetrics, UpdateFromEngineStats) {
   s.runner.prefix_hits = 6;
   s.runner.prefix_misses = 9;
   s.runner.evictions = 2;
+  s.runner.prefix_cache_entries = 12;
+  s.runner.prefix_cache_bytes = 345678;
+  s.runner.prefix_cache_budget_bytes = 1 << 30;
+  s.write_timeouts = 3;
   s.finished[static_cast<int>(engine::FinishReason::kStop)] = 7;
   s.finished[static_cast<int>(engine::FinishReason::kLength)] = 1;
   s.finished[static_cast<int>(engine::FinishReason::kCancelled)] = 2;
@@ -250,6 +255,10 @@ TEST(McserveMetrics, UpdateFromEngineStats) {
   EXPECT_EQ(mm.prefix_cache_hits.Value(), 6);
   EXPECT_EQ(mm.prefix_cache_misses.Value(), 9);
   EXPECT_EQ(mm.prefix_cache_evictions.Value(), 2);
+  EXPECT_EQ(mm.prefix_cache_entries.Value(), 12);
+  EXPECT_EQ(mm.prefix_cache_bytes.Value(), 345678);
+  EXPECT_EQ(mm.prefix_cache_budget_bytes.Value(), 1 << 30);
+  EXPECT_EQ(mm.request_write_timeouts.Value(), 3);
 
   // An older snapshot never lowers a counter; gauges follow it.
   engine::EngineStats older = s;
@@ -274,6 +283,42 @@ TEST(McserveMetrics, UpdateFromEngineStats) {
             std::string::npos) << text;
   // Registering the set twice in one registry is an error, not a crash.
   EXPECT_EQ(McserveMetrics::Create(r, "other").status().code(), absl::StatusCode::kAlreadyExists);
+}
+
+// Per-caller counters: every configured key name has its series from the first scrape; a finished
+// request counts under its caller and reason only.
+TEST(CallerMetrics, CountsPerKeyName) {
+  Registry r;
+  auto m = CallerMetrics::Create(r, "tiny", {"alice", "bob"});
+  ASSERT_TRUE(m.ok()) << m.status();
+  std::string text = r.Render();
+  EXPECT_NE(text.find("mcserve:caller_requests_total{model_name=\"tiny\",api_key_name=\"bob\",finished_reason=\"length\"} 0\n"),
+            std::string::npos) << text;
+  EXPECT_NE(text.find("mcserve:caller_aborts_total{model_name=\"tiny\",api_key_name=\"alice\"} 0\n"), std::string::npos);
+  (*m)->RequestFinished("alice", engine::FinishReason::kLength, 7, 16);
+  (*m)->RequestFinished("alice", engine::FinishReason::kCancelled, 3, 1);
+  (*m)->RequestAborted("alice");
+  (*m)->Unauthenticated();
+  (*m)->Unauthenticated();
+  text = r.Render();
+  for (const char* line :
+       {"mcserve:caller_requests_total{model_name=\"tiny\",api_key_name=\"alice\",finished_reason=\"length\"} 1\n",
+        "mcserve:caller_requests_total{model_name=\"tiny\",api_key_name=\"alice\",finished_reason=\"cancelled\"} 1\n",
+        "mcserve:caller_requests_total{model_name=\"tiny\",api_key_name=\"bob\",finished_reason=\"length\"} 0\n",
+        "mcserve:caller_prompt_tokens_total{model_name=\"tiny\",api_key_name=\"alice\"} 10\n",
+        "mcserve:caller_generation_tokens_total{model_name=\"tiny\",api_key_name=\"alice\"} 17\n",
+        "mcserve:caller_generation_tokens_total{model_name=\"tiny\",api_key_name=\"bob\"} 0\n",
+        "mcserve:caller_aborts_total{model_name=\"tiny\",api_key_name=\"alice\"} 1\n",
+        "mcserve:unauthenticated_requests_total{model_name=\"tiny\"} 2\n"}) {
+    EXPECT_NE(text.find(line), std::string::npos) << line << text;
+  }
+  // Without keys every caller is "".
+  Registry anonymous;
+  auto a = CallerMetrics::Create(anonymous, "tiny", {});
+  ASSERT_TRUE(a.ok()) << a.status();
+  (*a)->RequestFinished("", engine::FinishReason::kStop, 1, 2);
+  EXPECT_NE(anonymous.Render().find("mcserve:caller_requests_total{model_name=\"tiny\",api_key_name=\"\",finished_reason=\"stop\"} 1\n"),
+            std::string::npos);
 }
 
 TEST(McserveMetrics, LatencyObserverFillsTheHistograms) {
