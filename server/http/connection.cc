@@ -2,7 +2,6 @@
 
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/write.hpp>
 #include <boost/beast/core/string.hpp>
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/read.hpp>
@@ -30,9 +29,9 @@ constexpr int64_t kLingerBytes = 16 << 20;        // ... at most this much
 
 absl::string_view View(beast::string_view s) { return absl::string_view(s.data(), s.size()); }
 
-// A deadline `timeout` from now that steady_clock can represent.
+// `timeout` (> 0) as a steady_clock duration that cannot overflow a deadline.
 std::chrono::steady_clock::duration Steady(absl::Duration timeout) {
-  return absl::ToChronoNanoseconds(std::clamp(timeout, absl::ZeroDuration(), absl::Hours(24 * 365)));
+  return absl::ToChronoNanoseconds(std::min(timeout, absl::Hours(24 * 365)));
 }
 
 // Whether `ec` is the HTTP parser's verdict on malformed input (rather than the socket's end).
@@ -332,11 +331,24 @@ void Connection::RefuseBody(const absl::Status& status) {
 
 void Connection::Write(std::string bytes, Then then) {
   out_ = std::move(bytes);
+  written_ = 0;
   then_ = then;
   write_in_flight_ = true;
+  WriteSome();
+}
+
+// The write deadline restarts with each piece the client takes: a slow reader that keeps reading
+// is not cut off, one that stops is.
+void Connection::WriteSome() {
   ArmWrite(options_.write_timeout);
-  asio::async_write(transport_, asio::buffer(out_),
-                    [self = shared_from_this()](error_code ec, size_t) { self->OnWritten(ec); });
+  transport_.async_write_some(asio::buffer(out_.data() + written_, out_.size() - written_),
+                              [self = shared_from_this()](error_code ec, size_t bytes) {
+                                self->written_ += bytes;
+                                if (!ec && self->phase_ != Phase::kClosed && self->written_ < self->out_.size()) {
+                                  return self->WriteSome();
+                                }
+                                self->OnWritten(ec);
+                              });
 }
 
 void Connection::OnWritten(error_code ec) {
@@ -395,6 +407,10 @@ void Connection::ArmRead(absl::Duration timeout) { Arm(read_timer_, timeout); }
 void Connection::ArmWrite(absl::Duration timeout) { Arm(write_timer_, timeout); }
 
 void Connection::Arm(asio::steady_timer& timer, absl::Duration timeout) {
+  if (timeout <= absl::ZeroDuration() || timeout == absl::InfiniteDuration()) {
+    timer.expires_at(asio::steady_timer::time_point::max());  // no deadline
+    return;
+  }
   timer.expires_after(Steady(timeout));  // cancels the wait of an earlier deadline
   timer.async_wait([self = shared_from_this(), &timer](error_code ec) {
     // A deadline moved or lifted after it had fired but before this ran is not reached.

@@ -4,7 +4,7 @@
 // after decompression), answers the route. A completion's output is pushed by the engine (the
 // listener posts to the strand) and pulled only while no write is in flight, so a client that stops
 // reading leaves the engine's bounded channel full. While a completion runs a read stays pending:
-// a hang-up cancels it. Deadlines (head, body, idle, each write) close the connection.
+// a hang-up cancels it. Deadlines (head, body, idle, a write making no progress) close the connection.
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
@@ -74,6 +74,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void Refuse(int status, absl::string_view message, const char* type = "invalid_request_error");
   void RefuseBody(const absl::Status& status);
   void Write(std::string bytes, Then then);
+  void WriteSome();
   void OnWritten(boost::system::error_code ec);
   void LingerClose();
   void Discard();
@@ -112,6 +113,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::shared_ptr<Connection> self_while_generating_;
 
   std::string out_;  // the bytes of the write in flight
+  size_t written_ = 0;  // ... of which the client has taken this many
   Then then_ = Then::kAwaitRequest;
 };
 

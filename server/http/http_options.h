@@ -25,10 +25,11 @@ struct HttpServerOptions {
   int max_header_bytes = 16 << 10;   // a larger request head gets 431
   int max_headers = 100;             // more header fields get 431
   int io_threads = 2;                // threads running every connection's I/O
-  absl::Duration header_timeout = absl::Seconds(10);  // a request head (and TLS handshake) must arrive within
-  absl::Duration body_timeout = absl::Seconds(30);    // then its body within
-  absl::Duration idle_timeout = absl::Seconds(30);    // an idle keep-alive connection is closed after
-  absl::Duration write_timeout = absl::Seconds(60);   // a write the client does not take in time closes it
+  // Deadlines that close the connection when reached; zero or less: none.
+  absl::Duration header_timeout = absl::Seconds(10);  // for a request head (and the TLS handshake)
+  absl::Duration body_timeout = absl::Seconds(30);    // for its body, once the head is in
+  absl::Duration idle_timeout = absl::Seconds(30);    // for the next request on a keep-alive connection
+  absl::Duration write_timeout = absl::Seconds(60);   // for the client to take more of a reply
   std::function<std::string()> metrics;  // the /metrics body (text format 0.0.4); null = 404
   std::function<bool()> ready;           // /ready; null = always ready
 };
