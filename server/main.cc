@@ -237,6 +237,7 @@ mcserve::server::HttpServerOptions HttpOptionsFromFlags(const std::string& model
   options.tls_key = absl::GetFlag(FLAGS_tls_key);
   options.limits.max_tokens_limit = absl::GetFlag(FLAGS_max_tokens_limit);
   options.write_timeout = absl::Seconds(absl::GetFlag(FLAGS_write_timeout_seconds));
+  options.max_body_bytes = absl::GetFlag(FLAGS_max_request_bytes);
   options.ready = [stopping] { return !stopping->load(); };
   options.metrics = [registry] { return registry->Render(); };
   return options;

@@ -106,6 +106,18 @@ TEST_F(HttpServerTest, KeepAliveServesSeveralRequestsOnOneConnection) {
   EXPECT_TRUE(absl::StartsWith(third, "HTTP/1.1 200")) << third;
 }
 
+TEST_F(HttpServerTest, AnHttp10StreamEndsByClosingTheConnection) {
+  RawConnection c(port());
+  const std::string body = R"({"prompt": "The cat", "max_tokens": 5, "ignore_eos": true, "stream": true})";
+  ASSERT_TRUE(c.Send(absl::StrCat("POST /v1/completions HTTP/1.0\r\nContent-Length: ", body.size(), "\r\n\r\n", body)));
+  ASSERT_TRUE(c.ClosedWithin(std::chrono::seconds(30)));
+  const std::string reply = c.Take();
+  EXPECT_TRUE(absl::StartsWith(reply, "HTTP/1.0 200 OK\r\n")) << reply;
+  EXPECT_FALSE(absl::StrContains(reply, "chunked")) << reply;
+  EXPECT_TRUE(absl::StrContains(reply, "\r\n\r\ndata: {")) << reply;
+  EXPECT_TRUE(absl::EndsWith(reply, "\n\ndata: [DONE]\n\n")) << reply;
+}
+
 TEST_F(HttpServerTest, BadRequestsAreNamedAndLeaveTheServerHealthy) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {R"({"prompt": ""})", "prompt"},
