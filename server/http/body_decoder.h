@@ -42,6 +42,7 @@ class BodyDecoder {
 
   // The decoded bytes so far.
   const std::string& body() const { return body_; }
+  // The decoded bytes, moved out (the decoder is then spent).
   std::string TakeBody() { return std::move(body_); }
   // Encoded bytes taken so far.
   size_t encoded_bytes() const { return encoded_bytes_; }

@@ -25,8 +25,11 @@ class CompletionOutput {
 
   // Whether the final event has been added.
   bool finished() const { return result_.finish != engine::FinishReason::kNone; }
+  // Whether the client asked for server-sent events.
   bool stream() const { return stream_; }
+  // The final event's reason (kNone until finished).
   engine::FinishReason finish() const { return result_.finish; }
+  // The prompt's length and the tokens generated so far, for accounting.
   int64_t prompt_tokens() const { return result_.prompt_tokens; }
   int64_t generated_tokens() const { return static_cast<int64_t>(result_.token_ids.size()); }
   // The non-streamed response once finished: 200 with the completion, or 500 with the engine's error.

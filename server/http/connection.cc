@@ -128,21 +128,7 @@ void Connection::OnHead(error_code ec) {
   if (std::distance(request.begin(), request.end()) > options_.max_headers) {
     return Refuse(431, absl::StrCat("more than ", options_.max_headers, " header fields"));
   }
-  const absl::string_view path = View(request.target()).substr(0, View(request.target()).find('?'));
-  const bool get = request.method() == http::verb::get, post = request.method() == http::verb::post;
-  if (path == "/health") {
-    route_ = get ? Route::kHealth : Route::kWrongMethod;
-  } else if (path == "/ready") {
-    route_ = get ? Route::kReady : Route::kWrongMethod;
-  } else if (path == "/metrics") {
-    route_ = get ? Route::kMetrics : Route::kWrongMethod;
-  } else if (path == "/v1/models") {
-    route_ = get ? Route::kModels : Route::kWrongMethod;
-  } else if (path == "/v1/completions") {
-    route_ = post ? Route::kCompletions : Route::kWrongMethod;
-  } else {
-    route_ = Route::kNotFound;
-  }
+  route_ = RouteOf(request.method(), View(request.target()));
   caller_.clear();
   if (route_ != Route::kHealth && route_ != Route::kReady && options_.api_keys.enabled()) {
     std::optional<std::string> name = options_.api_keys.Authenticate(View(request[http::field::authorization]));
@@ -165,6 +151,24 @@ void Connection::OnHead(error_code ec) {
     return Write(std::string(kContinue), Then::kReadBody);
   }
   StartBody();
+}
+
+Connection::Route Connection::RouteOf(http::verb method, absl::string_view target) {
+  struct Entry {
+    absl::string_view path;
+    http::verb method;
+    Route route;
+  };
+  static constexpr Entry kRoutes[] = {
+      {"/health", http::verb::get, Route::kHealth},       {"/ready", http::verb::get, Route::kReady},
+      {"/metrics", http::verb::get, Route::kMetrics},     {"/v1/models", http::verb::get, Route::kModels},
+      {"/v1/completions", http::verb::post, Route::kCompletions},
+  };
+  const absl::string_view path = target.substr(0, target.find('?'));
+  for (const Entry& e : kRoutes) {
+    if (e.path == path) return e.method == method ? e.route : Route::kWrongMethod;
+  }
+  return Route::kNotFound;
 }
 
 void Connection::StartBody() {

@@ -63,6 +63,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void ReadBodyPiece();
   void OnBodyPiece(boost::system::error_code ec);
   void Dispatch(std::string body);
+  static Route RouteOf(boost::beast::http::verb method, absl::string_view target);
 
   // Completions (strand).
   void StartCompletion(const std::string& body);

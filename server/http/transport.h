@@ -18,14 +18,17 @@ class Transport {
  public:
   using executor_type = boost::asio::ip::tcp::socket::executor_type;
 
-  // Takes `socket`; TLS when `tls` is set (it must outlive the Transport).
+  // Takes `socket`; TLS when `tls` is set (it must outlive the Transport). Any thread.
   Transport(boost::asio::ip::tcp::socket socket, boost::asio::ssl::context* tls);
 
+  // The connection's strand. Any thread.
   executor_type get_executor() { return socket().get_executor(); }
-  // The TCP socket (under TLS, the layer below it).
+  // The TCP socket (under TLS, the layer below it). Strand.
   boost::asio::ip::tcp::socket& socket() { return tls_ ? tls_->next_layer() : *plain_; }
+  // Whether the bytes go through TLS. Any thread.
   bool tls() const { return tls_.has_value(); }
 
+  // Reads some bytes (decrypted under TLS); `handler(error_code, size_t)` runs on the strand. Strand.
   template <typename MutableBuffers, typename Handler>
   void async_read_some(const MutableBuffers& buffers, Handler&& handler) {
     if (tls_) {
@@ -34,6 +37,7 @@ class Transport {
       plain_->async_read_some(buffers, std::forward<Handler>(handler));
     }
   }
+  // Writes some bytes (encrypted under TLS); `handler(error_code, size_t)` runs on the strand. Strand.
   template <typename ConstBuffers, typename Handler>
   void async_write_some(const ConstBuffers& buffers, Handler&& handler) {
     if (tls_) {
@@ -43,11 +47,11 @@ class Transport {
     }
   }
 
-  // The server side of the TLS handshake; completes at once (success) for plain TCP.
+  // The server side of the TLS handshake; completes at once (success) for plain TCP. Strand.
   void AsyncHandshake(std::function<void(boost::system::error_code)> done);
-  // Stops sending (TCP FIN; no TLS close_notify), keeps receiving. Errors are ignored.
+  // Stops sending (TCP FIN; no TLS close_notify), keeps receiving. Errors are ignored. Strand.
   void ShutdownSend();
-  // Closes the socket: pending operations complete with operation_aborted. Errors are ignored.
+  // Closes the socket: pending operations complete with operation_aborted. Errors are ignored. Strand.
   void Close();
 
  private:
