@@ -344,15 +344,17 @@ def test_https(tmp_path):
     s = Server("--tls-cert", str(cert), "--tls-key", str(key))
     try:
         context = ssl.create_default_context(cafile=str(cert))
-        for path, body in [("/health", None), ("/v1/completions", {"prompt": "hi", "max_tokens": 2})]:
+        for path, body in [("/health", None), ("/v1/completions", {"prompt": "hi", "max_tokens": 2}),
+                           ("/v1/completions", {"prompt": "hi", "max_tokens": 40, "stream": True, "ignore_eos": True})]:
             with socket.create_connection(s.addr, timeout=30) as raw, \
                     context.wrap_socket(raw, server_hostname="localhost") as tls:
                 data = json.dumps(body).encode() if body else b""
                 method = "POST" if body else "GET"
                 tls.sendall(f"{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
                             f"Content-Length: {len(data)}\r\n\r\n".encode() + data)
-                status, reply = read_response(tls)
+                status, reply = read_response(tls)  # a stream: until the server closes
                 assert status == 200, reply
+                assert not (body or {}).get("stream") or reply.endswith(b"data: [DONE]\n\n\r\n0\r\n\r\n"), reply
         assert request(s.addr, "GET", "/health", timeout=10)[0] == 0  # plaintext gets no HTTP answer
     finally:
         s.stop()
