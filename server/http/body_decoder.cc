@@ -45,7 +45,8 @@ absl::Status BodyDecoder::Append(absl::string_view encoded) {
   if (!error_.ok()) return error_;
   encoded_bytes_ += encoded.size();
   if (encoded_bytes_ > max_bytes_) {
-    error_ = absl::ResourceExhaustedError(absl::StrCat("request body: larger than the limit of ", max_bytes_, " bytes"));
+    error_ =
+        absl::ResourceExhaustedError(absl::StrCat("request body: larger than the limit of ", max_bytes_, " bytes"));
   } else if (coding_ == ContentCoding::kIdentity) {
     body_.append(encoded.data(), encoded.size());
   } else {
@@ -83,7 +84,8 @@ absl::Status BodyDecoder::Inflate(absl::string_view encoded) {
   do {
     if (stream_ended_ && z.avail_in > 0) {
       // gzip allows several members back to back; zlib and raw deflate end with their stream.
-      if (coding_ != ContentCoding::kGzip) return absl::InvalidArgumentError("request body: bytes after the deflate stream");
+      if (coding_ != ContentCoding::kGzip)
+        return absl::InvalidArgumentError("request body: bytes after the deflate stream");
       if (inflateReset(&z) != Z_OK) return absl::InternalError("zlib: inflateReset failed");
       stream_ended_ = false;
     }

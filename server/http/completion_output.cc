@@ -28,9 +28,8 @@ void CompletionOutput::Add(const engine::OutputEvent& event, std::string* sse) {
 
 Response CompletionOutput::Finished() const {
   if (result_.finish == engine::FinishReason::kError) return ErrorResponse(500, error_, "server_error");
-  return Response{.status = 200,
-                  .content_type = "application/json",
-                  .body = CompletionJson(result_, *tokenizer_, logprobs_)};
+  return Response{
+      .status = 200, .content_type = "application/json", .body = CompletionJson(result_, *tokenizer_, logprobs_)};
 }
 
 }  // namespace mcserve::server

@@ -1,12 +1,11 @@
 #include "server/http/connection.h"
 
+#include <algorithm>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/beast/core/string.hpp>
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/read.hpp>
-
-#include <algorithm>
 #include <iterator>
 #include <limits>
 
@@ -22,10 +21,10 @@ using boost::system::error_code;
 
 namespace {
 
-constexpr size_t kReadPiece = 4096;               // bytes asked of the socket per read of a head
-constexpr size_t kBodyPiece = 16 << 10;           // body bytes taken from the parser at a time
+constexpr size_t kReadPiece = 4096;                       // bytes asked of the socket per read of a head
+constexpr size_t kBodyPiece = 16 << 10;                   // body bytes taken from the parser at a time
 constexpr absl::Duration kLingerTime = absl::Seconds(2);  // reading what follows a refused request
-constexpr int64_t kLingerBytes = 16 << 20;        // ... at most this much
+constexpr int64_t kLingerBytes = 16 << 20;                // ... at most this much
 
 absl::string_view View(beast::string_view s) { return absl::string_view(s.data(), s.size()); }
 
@@ -141,8 +140,8 @@ void Connection::OnHead(error_code ec) {
   if (parser_->is_done()) return Dispatch(std::string());
   const auto length = parser_->content_length();
   if (length.has_value() && *length > static_cast<uint64_t>(options_.max_body_bytes)) {
-    return Refuse(413, absl::StrCat("request body: ", *length, " bytes is more than the limit of ",
-                                    options_.max_body_bytes));
+    return Refuse(
+        413, absl::StrCat("request body: ", *length, " bytes is more than the limit of ", options_.max_body_bytes));
   }
   auto coding = ParseContentEncoding(View(request[http::field::content_encoding]));
   if (!coding.ok()) return Refuse(415, coding.status().message());
@@ -160,8 +159,10 @@ Connection::Route Connection::RouteOf(http::verb method, absl::string_view targe
     Route route;
   };
   static constexpr Entry kRoutes[] = {
-      {"/health", http::verb::get, Route::kHealth},       {"/ready", http::verb::get, Route::kReady},
-      {"/metrics", http::verb::get, Route::kMetrics},     {"/v1/models", http::verb::get, Route::kModels},
+      {"/health", http::verb::get, Route::kHealth},
+      {"/ready", http::verb::get, Route::kReady},
+      {"/metrics", http::verb::get, Route::kMetrics},
+      {"/v1/models", http::verb::get, Route::kModels},
       {"/v1/completions", http::verb::post, Route::kCompletions},
   };
   const absl::string_view path = target.substr(0, target.find('?'));
@@ -217,10 +218,12 @@ void Connection::Dispatch(std::string body) {
       if (!options_.metrics) return Respond(ErrorResponse(404, "no metrics", "invalid_request_error"));
       return Respond({.content_type = "text/plain; version=0.0.4; charset=utf-8", .body = options_.metrics()});
     case Route::kModels: {
-      const nlohmann::json model = {{"id", options_.model_name}, {"object", "model"},
-                                    {"created", absl::ToUnixSeconds(absl::Now())}, {"owned_by", "mcserve"}};
-      return Respond({.content_type = "application/json",
-                      .body = nlohmann::json{{"object", "list"}, {"data", {model}}}.dump()});
+      const nlohmann::json model = {{"id", options_.model_name},
+                                    {"object", "model"},
+                                    {"created", absl::ToUnixSeconds(absl::Now())},
+                                    {"owned_by", "mcserve"}};
+      return Respond(
+          {.content_type = "application/json", .body = nlohmann::json{{"object", "list"}, {"data", {model}}}.dump()});
     }
     case Route::kCompletions:
       return StartCompletion(body);
@@ -239,9 +242,9 @@ void Connection::StartCompletion(const std::string& body) {
   auto parsed = ParseCompletionRequest(body, *context_->tokenizer, options_.limits);
   if (!parsed.ok()) return Respond(ErrorResponse(400, parsed.status().message(), "invalid_request_error"));
   if (!parsed->model.empty() && parsed->model != options_.model_name) {
-    return Respond(ErrorResponse(
-        404, absl::StrCat("model \"", parsed->model, "\" is not served here (", options_.model_name, ")"),
-        "invalid_request_error"));
+    return Respond(
+        ErrorResponse(404, absl::StrCat("model \"", parsed->model, "\" is not served here (", options_.model_name, ")"),
+                      "invalid_request_error"));
   }
   const bool logprobs = parsed->spec.sampling.logprobs > 0, stream = parsed->stream;
   CompletionResult result{.model = options_.model_name,

@@ -13,7 +13,6 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http/buffer_body.hpp>
 #include <boost/beast/http/parser.hpp>
-
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -113,7 +112,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::unique_ptr<CompletionOutput> output_;
   std::shared_ptr<Connection> self_while_generating_;
 
-  std::string out_;  // the bytes of the write in flight
+  std::string out_;     // the bytes of the write in flight
   size_t written_ = 0;  // ... of which the client has taken this many
   Then then_ = Then::kAwaitRequest;
 };

@@ -4,9 +4,8 @@
 // registry may be used from any thread, the rest is read-only once serving.
 #pragma once
 
-#include <boost/asio/ssl/context.hpp>
-
 #include <atomic>
+#include <boost/asio/ssl/context.hpp>
 #include <memory>
 
 #include "engine/model/tokenizer.h"

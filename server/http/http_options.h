@@ -15,11 +15,11 @@ namespace mcserve::server {
 
 struct HttpServerOptions {
   std::string host = "0.0.0.0";
-  int port = 0;                   // 0 = pick a free port
-  std::string model_name;         // the id /v1/models lists and responses carry
-  ApiKeys api_keys;               // none = no key required; else every route but /health and /ready
+  int port = 0;                            // 0 = pick a free port
+  std::string model_name;                  // the id /v1/models lists and responses carry
+  ApiKeys api_keys;                        // none = no key required; else every route but /health and /ready
   CallerAccounting* accounting = nullptr;  // per-caller counts (may be null); must outlive the server
-  std::string tls_cert, tls_key;  // PEM files; both set = HTTPS
+  std::string tls_cert, tls_key;           // PEM files; both set = HTTPS
   CompletionLimits limits;
   int64_t max_body_bytes = 4 << 20;  // larger request bodies (after decompression) get 413
   int max_header_bytes = 16 << 10;   // a larger request head gets 431
@@ -30,8 +30,8 @@ struct HttpServerOptions {
   absl::Duration body_timeout = absl::Seconds(30);    // for its body, once the head is in
   absl::Duration idle_timeout = absl::Seconds(30);    // for the next request on a keep-alive connection
   absl::Duration write_timeout = absl::Seconds(60);   // for the client to take more of a reply
-  std::function<std::string()> metrics;  // the /metrics body (text format 0.0.4); null = 404
-  std::function<bool()> ready;           // /ready; null = always ready
+  std::function<std::string()> metrics;               // the /metrics body (text format 0.0.4); null = 404
+  std::function<bool()> ready;                        // /ready; null = always ready
 };
 
 }  // namespace mcserve::server

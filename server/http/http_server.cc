@@ -5,7 +5,6 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
-
 #include <cstdio>
 #include <exception>
 #include <mutex>
@@ -55,9 +54,8 @@ absl::Status HttpServer::Impl::LoadTls() {
   tls->use_certificate_chain_file(o.tls_cert, cert_error);
   tls->use_private_key_file(o.tls_key, asio::ssl::context::pem, key_error);
   if (cert_error || key_error) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("HTTP TLS: cannot load certificate ", o.tls_cert, " and key ", o.tls_key, ": ",
-                     (cert_error ? cert_error : key_error).message()));
+    return absl::InvalidArgumentError(absl::StrCat("HTTP TLS: cannot load certificate ", o.tls_cert, " and key ",
+                                                   o.tls_key, ": ", (cert_error ? cert_error : key_error).message()));
   }
   context.tls = std::move(tls);
   return absl::OkStatus();
@@ -119,8 +117,8 @@ void HttpServer::Impl::Run() {
 HttpServer::HttpServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(engine::Engine* engine,
-                                                             const engine::Tokenizer* tokenizer,
-                                                             HttpServerOptions options) {
+                                                              const engine::Tokenizer* tokenizer,
+                                                              HttpServerOptions options) {
   auto impl = std::make_unique<Impl>();
   impl->context.engine = engine;
   impl->context.tokenizer = tokenizer;

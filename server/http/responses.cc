@@ -4,7 +4,6 @@
 #include <boost/beast/http/message.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
-
 #include <sstream>
 
 #include "absl/strings/str_cat.h"

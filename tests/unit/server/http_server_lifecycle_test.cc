@@ -36,8 +36,8 @@ TEST_F(HttpServerLifecycleTest, ActiveRequestsCountsStreamedAndPlainCompletions)
 
 TEST_F(HttpServerLifecycleTest, StopAdmittingRefusesNewCompletionsWhileRunningOnesFinish) {
   RawConnection running(port());
-  ASSERT_TRUE(running.Send(CompletionRequest(
-      R"({"prompt": "The cat", "max_tokens": 400, "ignore_eos": true, "stream": true})")));
+  ASSERT_TRUE(running.Send(
+      CompletionRequest(R"({"prompt": "The cat", "max_tokens": 400, "ignore_eos": true, "stream": true})")));
   ASSERT_TRUE(Eventually([&] { return http_->active_requests() == 1; }));
   http_->StopAdmitting();
   const HttpReply refused = Post(port(), "/v1/completions", R"({"prompt": "hi", "max_tokens": 2})");
@@ -55,7 +55,7 @@ TEST_F(HttpServerLifecycleTest, StopAdmittingRefusesNewCompletionsWhileRunningOn
 
 TEST_F(HttpServerLifecycleTest, StopClosesIdleSlowAndNonReadingClientsPromptly) {
   RawConnection idle(port()), slow(port()), stuck(port(), /*receive_buffer=*/2048);
-  ASSERT_TRUE(slow.Send("GET /hea"));  // a head that never completes
+  ASSERT_TRUE(slow.Send("GET /hea"));                       // a head that never completes
   ASSERT_TRUE(stuck.Send(CompletionRequest(kLongStream)));  // and never reads its stream
   ASSERT_TRUE(Eventually([&] { return http_->active_requests() == 1; }));
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // let the stuck client's buffers fill
@@ -68,7 +68,7 @@ TEST_F(HttpServerLifecycleTest, StopClosesIdleSlowAndNonReadingClientsPromptly) 
   EXPECT_TRUE(Eventually([&] { return cancelled() == 1 && engine_->Stats().slots_used == 0; }));
   EXPECT_TRUE(stuck.ClosedWithin(std::chrono::seconds(10)));
   EXPECT_FALSE(RawConnection(port()).connected());  // no longer listening
-  http_->Stop();  // idempotent
+  http_->Stop();                                    // idempotent
 }
 
 TEST_F(HttpServerLifecycleTest, AClientThatStopsReadingIsCancelledAndDisconnected) {

@@ -74,8 +74,9 @@ TEST_F(HttpServerLimitsTest, TheKeyIsCheckedBeforeAnyBodyByte) {
   Serve([](HttpServerOptions& o) { o.api_keys = ApiKeys::Single("k3y"); });
   // The head announces a body that never comes: the answer cannot have waited for it.
   RawConnection c(port());
-  ASSERT_TRUE(c.Send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Encoding: gzip\r\n"
-                     "Content-Length: 1000000\r\n\r\n"));
+  ASSERT_TRUE(
+      c.Send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Encoding: gzip\r\n"
+             "Content-Length: 1000000\r\n\r\n"));
   const std::string reply = c.ReadUntil("}", std::chrono::seconds(30));
   EXPECT_EQ(StatusOf(reply), 401) << reply;
   EXPECT_TRUE(absl::StrContains(reply, "authentication_error")) << reply;
@@ -85,16 +86,17 @@ TEST_F(HttpServerLimitsTest, TheKeyIsCheckedBeforeAnyBodyByte) {
 
 TEST_F(HttpServerLimitsTest, AContentLengthOverTheLimitIsRefusedAtOnce) {
   RawConnection c(port());
-  ASSERT_TRUE(c.Send(absl::StrCat("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: ", kLimit + 1,
-                                  "\r\n\r\n")));
+  ASSERT_TRUE(
+      c.Send(absl::StrCat("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: ", kLimit + 1, "\r\n\r\n")));
   const std::string reply = c.ReadUntil("}", std::chrono::seconds(30));
   EXPECT_EQ(StatusOf(reply), 413) << reply;
 }
 
 TEST_F(HttpServerLimitsTest, AChunkedBodyOverTheLimitIsRefused) {
   RawConnection c(port());
-  ASSERT_TRUE(c.Send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
-                     "c\r\n{\"prompt\": \"\r\n"));
+  ASSERT_TRUE(
+      c.Send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+             "c\r\n{\"prompt\": \"\r\n"));
   const std::string chunk = absl::StrCat(absl::Hex(8192), "\r\n", std::string(8192, 'a'), "\r\n");
   // Twice the limit; the server may stop taking them once it has refused the body.
   for (int64_t sent = 0; sent < 2 * kLimit && c.Send(chunk); sent += 8192) {
@@ -102,8 +104,9 @@ TEST_F(HttpServerLimitsTest, AChunkedBodyOverTheLimitIsRefused) {
   const std::string reply = c.ReadUntil("}", std::chrono::seconds(30));
   EXPECT_EQ(StatusOf(reply), 413) << reply;
   RawConnection within(port());
-  ASSERT_TRUE(within.Send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
-                          "f\r\n{\"prompt\": \"hi\"\r\n12\r\n, \"max_tokens\": 2}\r\n0\r\n\r\n"));
+  ASSERT_TRUE(
+      within.Send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                  "f\r\n{\"prompt\": \"hi\"\r\n12\r\n, \"max_tokens\": 2}\r\n0\r\n\r\n"));
   const std::string ok = within.ReadUntil("\"usage\"", std::chrono::seconds(30));
   EXPECT_EQ(StatusOf(ok), 200) << ok;
 }
@@ -141,9 +144,10 @@ TEST_F(HttpServerLimitsTest, AnIdleKeepAliveConnectionIsClosed) {
 TEST_F(HttpServerLimitsTest, ExpectContinueIsAnsweredBeforeTheBodyIsSent) {
   RawConnection c(port());
   const std::string json = R"({"prompt": "hi", "max_tokens": 2})";
-  ASSERT_TRUE(c.Send(absl::StrCat("POST /v1/completions HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
-                                  "Content-Length: ",
-                                  json.size(), "\r\n\r\n")));
+  ASSERT_TRUE(
+      c.Send(absl::StrCat("POST /v1/completions HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+                          "Content-Length: ",
+                          json.size(), "\r\n\r\n")));
   EXPECT_EQ(c.ReadUntil("\r\n\r\n", std::chrono::seconds(30)), "HTTP/1.1 100 Continue\r\n\r\n");
   ASSERT_TRUE(c.Send(json));
   EXPECT_TRUE(absl::StrContains(c.ReadUntil("\"usage\"", std::chrono::seconds(30)), "HTTP/1.1 200 OK"));

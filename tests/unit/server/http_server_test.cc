@@ -69,9 +69,9 @@ TEST_F(HttpServerTest, CompletionEqualsTheEnginesOutput) {
 
 TEST_F(HttpServerTest, StreamingSendsServerSentEventsEndingWithDone) {
   const std::vector<int32_t> expected = EngineTokens("The cat watched", 10);
-  const HttpReply res = Post(
-      port(), "/v1/completions",
-      R"({"prompt": "The cat watched", "max_tokens": 10, "temperature": 0, "ignore_eos": true, "stream": true})");
+  const HttpReply res =
+      Post(port(), "/v1/completions",
+           R"({"prompt": "The cat watched", "max_tokens": 10, "temperature": 0, "ignore_eos": true, "stream": true})");
   ASSERT_EQ(res.status, 200) << res.error;
   EXPECT_TRUE(absl::StartsWith(res.headers.at("content-type"), "text/event-stream"));
   std::string text;
@@ -143,9 +143,7 @@ TEST_F(HttpServerTest, BadRequestsAreNamedAndLeaveTheServerHealthy) {
 }
 
 TEST_F(HttpServerTest, ApiKeysAreRequiredExceptForHealthAndCallersAreAccounted) {
-  Serve([](HttpServerOptions& o) {
-    o.api_keys = *ApiKeys::Parse("alice s3cret\nbob b0b-key\n", "test keys");
-  });
+  Serve([](HttpServerOptions& o) { o.api_keys = *ApiKeys::Parse("alice s3cret\nbob b0b-key\n", "test keys"); });
   EXPECT_EQ(Post(port(), "/v1/completions", R"({"prompt": "hi"})").status, 401);
   EXPECT_EQ(Get(port(), "/v1/models").status, 401);
   EXPECT_EQ(Get(port(), "/metrics").status, 401);
@@ -170,8 +168,8 @@ TEST_F(HttpServerTest, ApiKeysAreRequiredExceptForHealthAndCallersAreAccounted) 
 TEST_F(HttpServerTest, AStreamingClientThatDisconnectsFreesItsSlot) {
   RawConnection quitter(port());
   const std::string body = R"({"prompt": "The cat", "max_tokens": 60000, "ignore_eos": true, "stream": true})";
-  ASSERT_TRUE(quitter.Send(absl::StrCat("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: ", body.size(),
-                                        "\r\n\r\n", body)));
+  ASSERT_TRUE(quitter.Send(
+      absl::StrCat("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: ", body.size(), "\r\n\r\n", body)));
   const std::string got = quitter.ReadUntil("\n\ndata: ", std::chrono::seconds(30));
   ASSERT_TRUE(absl::StrContains(got, "\n\ndata: ")) << got;  // two events arrived
   quitter.Close();
@@ -186,8 +184,8 @@ TEST_F(HttpServerTest, AStreamingClientThatDisconnectsFreesItsSlot) {
 TEST_F(HttpServerTest, ANonStreamedClientThatDisconnectsIsCancelled) {
   RawConnection quitter(port());
   const std::string body = R"({"prompt": "The cat", "max_tokens": 60000, "ignore_eos": true})";
-  ASSERT_TRUE(quitter.Send(absl::StrCat("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: ", body.size(),
-                                        "\r\n\r\n", body)));
+  ASSERT_TRUE(quitter.Send(
+      absl::StrCat("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: ", body.size(), "\r\n\r\n", body)));
   ASSERT_TRUE(Eventually([&] { return engine_->Stats().tokens_generated > 0; }));
   EXPECT_EQ(http_->active_requests(), 1);
   quitter.Close();

@@ -12,7 +12,6 @@
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
-
 #include <chrono>
 #include <map>
 #include <string>
@@ -43,9 +42,9 @@ inline HttpReply Request(int port, const std::string& method, const std::string&
   HttpReply reply;
   beast::error_code ec;
   stream.expires_after(timeout);
-  stream.connect(boost::asio::ip::tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"),
-                                                static_cast<unsigned short>(port)),
-                 ec);
+  stream.connect(
+      boost::asio::ip::tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), static_cast<unsigned short>(port)),
+      ec);
   if (ec) return {.error = ec.message()};
   http::request<http::string_body> req{http::string_to_verb(method), target, 11};
   req.set(http::field::host, "127.0.0.1");
@@ -86,9 +85,9 @@ class RawConnection {
     boost::system::error_code ec;
     socket_.open(boost::asio::ip::tcp::v4(), ec);
     if (receive_buffer > 0) socket_.set_option(boost::asio::socket_base::receive_buffer_size(receive_buffer), ec);
-    socket_.connect(boost::asio::ip::tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"),
-                                                   static_cast<unsigned short>(port)),
-                    ec);
+    socket_.connect(
+        boost::asio::ip::tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), static_cast<unsigned short>(port)),
+        ec);
     connected_ = !ec;
   }
   bool connected() const { return connected_; }

@@ -42,8 +42,7 @@ engine::Tokenizer* OpenAiCompletionTest::tokenizer_ = nullptr;
 TEST_F(OpenAiCompletionTest, MaxTokensBeyondIntIsOutOfRangeNotWrapped) {
   EXPECT_EQ(Error(R"({"prompt": "hi", "max_tokens": 1e12})"), "max_tokens: 1e+12 is outside [1, 4096]");
   EXPECT_EQ(Error(R"({"prompt": "hi", "max_tokens": 4294967297})"), "max_tokens: 4294967297 is outside [1, 4096]");
-  EXPECT_EQ(Error(R"({"prompt": "hi", "max_tokens": -4294967295})"),
-            "max_tokens: -4294967295 is outside [1, 4096]");
+  EXPECT_EQ(Error(R"({"prompt": "hi", "max_tokens": -4294967295})"), "max_tokens: -4294967295 is outside [1, 4096]");
   EXPECT_EQ(Error(R"({"prompt": "hi", "max_tokens": 18446744073709551615})"),
             "max_tokens: 18446744073709551615 is outside [1, 4096]");
   EXPECT_EQ(Error(R"({"prompt": "hi", "max_tokens": 1e300})"), "max_tokens: 1e+300 is outside [1, 4096]");
@@ -65,7 +64,8 @@ TEST_F(OpenAiCompletionTest, WholeFloatsAreAccepted) {
 }
 
 TEST_F(OpenAiCompletionTest, EveryIntegerFieldIsRangeChecked) {
-  EXPECT_EQ(Error(R"({"prompt": "hi", "min_tokens": 2147483648})"), "min_tokens: 2147483648 is outside [0, 2147483647]");
+  EXPECT_EQ(Error(R"({"prompt": "hi", "min_tokens": 2147483648})"),
+            "min_tokens: 2147483648 is outside [0, 2147483647]");
   EXPECT_EQ(Error(R"({"prompt": "hi", "min_tokens": -1})"), "min_tokens: -1 is outside [0, 2147483647]");
   EXPECT_EQ(Error(R"({"prompt": "hi", "n": 4294967297})"), "n: 4294967297 is outside [-2147483648, 2147483647]");
   EXPECT_EQ(Error(R"({"prompt": "hi", "n": 2})"), "n: 2 is not supported; only n = 1 is");
@@ -88,10 +88,10 @@ TEST_F(OpenAiCompletionTest, SeedKeepsAllSixtyFourBits) {
 TEST_F(OpenAiCompletionTest, StopTokenIdsMustBeTokenIds) {
   EXPECT_TRUE(absl::StartsWith(Error(R"({"prompt": "hi", "stop_token_ids": [4294967298]})"),
                                "stop_token_ids: 4294967298 is not a token id"));
-  EXPECT_TRUE(absl::StartsWith(Error(R"({"prompt": "hi", "stop_token_ids": [-1]})"),
-                               "stop_token_ids: -1 is not a token id"));
-  EXPECT_TRUE(absl::StartsWith(Error(R"({"prompt": "hi", "stop_token_ids": [1.5]})"),
-                               "stop_token_ids: 1.5 is not a token id"));
+  EXPECT_TRUE(
+      absl::StartsWith(Error(R"({"prompt": "hi", "stop_token_ids": [-1]})"), "stop_token_ids: -1 is not a token id"));
+  EXPECT_TRUE(
+      absl::StartsWith(Error(R"({"prompt": "hi", "stop_token_ids": [1.5]})"), "stop_token_ids: 1.5 is not a token id"));
   const std::string beyond = std::to_string(vocab());
   EXPECT_TRUE(absl::StartsWith(Error(R"({"prompt": "hi", "stop_token_ids": [)" + beyond + "]}"),
                                "stop_token_ids: " + beyond + " is not a token id"));
