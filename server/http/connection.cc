@@ -127,7 +127,8 @@ void Connection::OnHead(error_code ec) {
   if (std::distance(request.begin(), request.end()) > options_.max_headers) {
     return Refuse(431, absl::StrCat("more than ", options_.max_headers, " header fields"));
   }
-  route_ = RouteOf(request.method(), View(request.target()));
+  head_only_ = request.method() == http::verb::head;
+  route_ = RouteOf(head_only_ ? http::verb::get : request.method(), View(request.target()));
   caller_.clear();
   if (route_ != Route::kHealth && route_ != Route::kReady && options_.api_keys.enabled()) {
     std::optional<std::string> name = options_.api_keys.Authenticate(View(request[http::field::authorization]));
@@ -322,7 +323,9 @@ void Connection::EndCompletion() {
 void Connection::Respond(Response response, Then then) {
   if (!keep_alive_) response.close = true;
   if (response.close && then == Then::kAwaitRequest) then = Then::kClose;
-  Write(Serialize(response, minor_version_), then);
+  std::string wire = Serialize(response, minor_version_);
+  if (head_only_) wire.resize(wire.size() - response.body.size());  // HEAD: the GET's head alone
+  Write(std::move(wire), then);
 }
 
 void Connection::Refuse(int status, absl::string_view message, const char* type) {

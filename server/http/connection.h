@@ -104,7 +104,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   Route route_ = Route::kNotFound;
   int minor_version_ = 1;
   bool keep_alive_ = true;
-  std::string caller_;  // the API key's name ("" without keys)
+  bool head_only_ = false;  // a HEAD request: answered as GET without the body
+  std::string caller_;      // the API key's name ("" without keys)
   int64_t lingered_bytes_ = 0;
 
   // The completion being answered.

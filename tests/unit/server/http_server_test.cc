@@ -46,6 +46,11 @@ TEST_F(HttpServerTest, HealthReadyModelsMetrics) {
   EXPECT_EQ(metrics.body, "# TYPE x counter\nx 1\n");
   EXPECT_TRUE(absl::StartsWith(metrics.headers.at("content-type"), "text/plain; version=0.0.4"));
   EXPECT_EQ(Get(port(), "/nowhere").status, 404);
+  RawConnection head(port());
+  ASSERT_TRUE(head.Send("HEAD /health HTTP/1.1\r\nHost: x\r\n\r\nGET /health HTTP/1.1\r\nHost: x\r\n\r\n"));
+  const std::string both = head.ReadUntil("\r\n\r\nok\n", std::chrono::seconds(30));
+  EXPECT_EQ(std::vector<std::string>(absl::StrSplit(both, "HTTP/1.1 200 OK")).size(), 3u) << both;  // two answers
+  EXPECT_TRUE(absl::StrContains(both, "Content-Length: 3\r\n\r\nHTTP/1.1 200 OK")) << both;  // the first bodiless
   EXPECT_EQ(Post(port(), "/health", "").status, 405);
 }
 
