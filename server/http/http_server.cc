@@ -144,11 +144,9 @@ int HttpServer::active_requests() const { return impl_->context.active_requests.
 
 void HttpServer::Stop() {
   Impl& impl = *impl_;
-  {
-    std::lock_guard<std::mutex> lock(impl.stop_mu);
-    if (impl.stopped) return;
-    impl.stopped = true;
-  }
+  std::lock_guard<std::mutex> lock(impl.stop_mu);  // a second caller returns once the server has stopped
+  if (impl.stopped) return;
+  impl.stopped = true;
   impl.context.admitting = false;
   impl.context.connections.Seal();
   asio::post(impl.accept_strand, [&impl] {
