@@ -216,7 +216,9 @@ def test_slowloris_sockets_are_closed_while_health_answers(server):
         s.close()
     print(f"\nslowloris: 30 sockets closed after {elapsed:.1f} s; /health max {max(l for l, _ in latencies):.3f} s")
     assert not socks, f"{len(socks)} slow sockets still open after {elapsed:.0f} s"
-    assert elapsed > 5  # closed by the header timeout, not at once
+    # Closed by the header timeout (10 s), not refused at once: a lower bound that load can only make
+    # easier to meet.
+    assert elapsed > 5
     assert all(status == 200 and seconds < 1.0 for seconds, status in latencies), latencies
 
 
