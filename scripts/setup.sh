@@ -9,7 +9,10 @@ packages=(
   # C++ dependencies (DESIGN.md §8)
   libabsl-dev libsentencepiece-dev sentencepiece libopenblas-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libcpp-httplib-dev
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  # the HTTP front end (server/http/): Boost.Beast and Asio (header-only), OpenSSL for HTTPS, zlib for
+  # gzip/deflate request bodies
+  libboost-dev libssl-dev zlib1g-dev
   # promtool (`promtool check metrics` in tests/unit/server/metrics_promtool_test.cc) and a real Prometheus
   prometheus
   # Python side: reference implementation, fixtures and tests (/usr/bin/python3)

@@ -8,6 +8,7 @@
 // (MCSERVE_GRPC_PORT=8001); a flag on the command line wins.
 #include <dlfcn.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -236,10 +237,12 @@ mcserve::server::HttpServerOptions HttpOptionsFromFlags(const std::string& model
   options.host = absl::GetFlag(FLAGS_host);
   options.port = absl::GetFlag(FLAGS_http_port);
   options.model_name = model_name;
-  options.api_key = absl::GetFlag(FLAGS_api_key);
+  options.api_keys = mcserve::server::ApiKeys::Single(absl::GetFlag(FLAGS_api_key));
   options.tls_cert = absl::GetFlag(FLAGS_tls_cert);
   options.tls_key = absl::GetFlag(FLAGS_tls_key);
   options.limits.max_tokens_limit = absl::GetFlag(FLAGS_max_tokens_limit);
+  options.write_timeout = absl::Seconds(absl::GetFlag(FLAGS_write_timeout_seconds));
+  options.max_body_bytes = absl::GetFlag(FLAGS_max_request_bytes);
   options.ready = [stopping] { return !stopping->load(); };
   options.metrics = [registry] { return registry->Render(); };
   return options;
@@ -307,6 +310,15 @@ absl::Status Run() {
   return absl::OkStatus();
 }
 
+// Raises the soft limit on open files to the hard limit, so that thousands of client connections
+// fit (the soft limit is often 1024). Best effort: a failure leaves the limit as it was.
+void RaiseOpenFileLimit() {
+  struct rlimit limit = {};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
+  limit.rlim_cur = limit.rlim_max;
+  setrlimit(RLIMIT_NOFILE, &limit);
+}
+
 // Dashed spellings (--grpc-port) become absl's (--grpc_port); --no-x / --no_x become --nox.
 std::vector<std::string> NormalizeArgs(int argc, char** argv) {
   std::vector<std::string> out;
@@ -327,6 +339,7 @@ std::vector<std::string> NormalizeArgs(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  RaiseOpenFileLimit();
   // SIGTERM / SIGINT → a byte on a pipe that Run reads once serving. (A handler rather than a
   // blocked mask: libraries such as OpenBLAS start threads before main, which would take the signal.)
   if (pipe(g_signal_pipe) != 0) return Fail(absl::InternalError("pipe() failed"));

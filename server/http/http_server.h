@@ -1,63 +1,50 @@
-// HttpServer: mcserve's HTTP port (cpp-httplib): `GET /health` (live), `GET /ready` (model loaded),
+// HttpServer: mcserve's HTTP port: `GET /health` (live), `GET /ready` (model loaded and admitting),
 // `GET /metrics` (Prometheus text), OpenAI-compatible `POST /v1/completions` (JSON, or server-sent
-// events when `stream` is true) and `GET /v1/models`. Every route but /health and /ready requires
-// the API key when one is set (`Authorization: Bearer <key>`). Handlers run on cpp-httplib's worker
-// threads; a client that disconnects mid-stream aborts its request.
+// events when `stream` is true) and `GET /v1/models`. Every route but /health and /ready requires an
+// API key when keys are set (`Authorization: Bearer <key>`).
+//
+// Event-driven (Boost.Beast on Asio): a small fixed pool of threads runs every connection, each on
+// its own strand (server/http/connection.h); no thread is tied to a connection or a stream, so slow
+// or idle clients cost a socket, not a thread.
 #pragma once
 
-#include <cstdint>
-#include <functional>
 #include <memory>
-#include <string>
-#include <thread>
 
 #include "absl/status/statusor.h"
 #include "engine/model/tokenizer.h"
 #include "engine/serving/engine.h"
-#include "server/http/openai_completion.h"
-
-namespace httplib {
-class Server;
-}
+#include "server/http/http_options.h"
 
 namespace mcserve::server {
 
-struct HttpServerOptions {
-  std::string host = "0.0.0.0";
-  int port = 0;                  // 0 = pick a free port
-  std::string model_name;        // the id /v1/models lists and responses carry
-  std::string api_key;           // "" = no key required
-  std::string tls_cert, tls_key; // PEM files; both set = HTTPS
-  CompletionLimits limits;
-  int max_body_bytes = 1 << 22;  // larger request bodies get 413
-  std::function<std::string()> metrics;  // the /metrics body (text format 0.0.4); null = 404
-  std::function<bool()> ready;           // /ready; null = always ready
-};
-
 class HttpServer {
  public:
-  // Binds and starts serving on a background thread. `engine` and `tokenizer` must outlive the
-  // server. Unavailable when the port cannot be bound; InvalidArgument for bad TLS files.
+  // Binds and starts serving on options.io_threads threads. `engine` and `tokenizer` must outlive
+  // the server. Unavailable when the address cannot be bound; InvalidArgument for bad TLS files.
+  // Any thread.
   static absl::StatusOr<std::unique_ptr<HttpServer>> Start(engine::Engine* engine, const engine::Tokenizer* tokenizer,
                                                            HttpServerOptions options);
   // Stop().
   ~HttpServer();
-  // The bound port.
-  int port() const { return port_; }
-  // Stops accepting, ends in-flight streams, joins the thread. Idempotent; any thread.
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // The bound port. Any thread.
+  int port() const;
+  // Starts draining: from now on POST /v1/completions answers 503 (and closes its connection) and
+  // /ready 503; completions in flight go on. Any thread.
+  void StopAdmitting();
+  // Completions (streamed or not) submitted and not yet finished. Any thread.
+  int active_requests() const;
+  // Closes every connection (idle, slow, mid-request), cancels the completions in flight, stops
+  // the I/O threads and joins them. Returns promptly whatever the clients do. Idempotent; any thread
+  // but the server's own.
   void Stop();
 
  private:
-  HttpServer() = default;
-  void Routes();
-  bool Authorized(const void* request) const;
-
-  engine::Engine* engine_ = nullptr;
-  const engine::Tokenizer* tokenizer_ = nullptr;
-  HttpServerOptions options_;
-  std::unique_ptr<httplib::Server> server_;
-  std::thread thread_;
-  int port_ = 0;
+  struct Impl;
+  explicit HttpServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace mcserve::server

@@ -1,7 +1,9 @@
 #include "server/http/openai_completion.h"
 
 #include <cmath>
+#include <limits>
 
+#include "absl/numeric/int128.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
@@ -15,18 +17,50 @@ absl::Status Bad(const std::string& param, const std::string& why) {
   return absl::InvalidArgumentError(absl::StrCat(param, ": ", why));
 }
 
-// A number field into `out` (absent: unchanged).
+// A JSON value as the client wrote it, for messages: integers exactly, other numbers as %g.
+std::string AsSent(const Json& v) {
+  if (v.is_number_unsigned()) return absl::StrCat(v.get<uint64_t>());
+  if (v.is_number_integer()) return absl::StrCat(v.get<int64_t>());
+  if (v.is_number_float()) return absl::StrCat(v.get<double>());
+  return v.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+// The value of a JSON number that is a whole number (a float such as 5.0 counts), without any
+// narrowing: magnitudes beyond 2^100 are clamped there, outside every range checked. nullopt for
+// anything else.
+std::optional<absl::int128> WholeNumber(const Json& v) {
+  if (v.is_number_unsigned()) return absl::int128(v.get<uint64_t>());
+  if (v.is_number_integer()) return absl::int128(v.get<int64_t>());
+  if (!v.is_number_float()) return std::nullopt;
+  const double d = v.get<double>();
+  if (!std::isfinite(d) || d != std::floor(d)) return std::nullopt;
+  constexpr double kClamp = 0x1p100;
+  if (std::fabs(d) >= kClamp) return d < 0 ? -(absl::int128(1) << 100) : absl::int128(1) << 100;
+  return absl::int128(d);
+}
+
+// An integer field into `out` (absent or null: unchanged): whole and in [lo, hi] before the cast.
 template <typename T>
-absl::Status Number(const Json& body, const char* name, T* out) {
+absl::Status Integer(const Json& body, const char* name, int64_t lo, int64_t hi, T* out) {
   auto it = body.find(name);
   if (it == body.end() || it->is_null()) return absl::OkStatus();
-  if (!it->is_number()) return Bad(name, "must be a number");
+  const std::optional<absl::int128> v = WholeNumber(*it);
+  if (!v.has_value()) return Bad(name, absl::StrCat(AsSent(*it), " is not an integer"));
+  if (*v < lo || *v > hi) return Bad(name, absl::StrCat(AsSent(*it), " is outside [", lo, ", ", hi, "]"));
+  *out = static_cast<T>(*v);
+  return absl::OkStatus();
+}
+
+// A float field into `out` (absent or null: unchanged): finite and within float's range.
+absl::Status Float(const Json& body, const char* name, float* out) {
+  auto it = body.find(name);
+  if (it == body.end() || it->is_null()) return absl::OkStatus();
+  if (!it->is_number()) return Bad(name, absl::StrCat(AsSent(*it), " is not a number"));
   const double v = it->get<double>();
-  if (!std::isfinite(v)) return Bad(name, "must be finite");
-  if constexpr (std::is_integral_v<T>) {
-    if (v != std::floor(v) || std::fabs(v) > 1e15) return Bad(name, "must be an integer");
+  if (!std::isfinite(v) || std::fabs(v) > std::numeric_limits<float>::max()) {
+    return Bad(name, absl::StrCat(AsSent(*it), " is outside the range of a float"));
   }
-  *out = static_cast<T>(v);
+  *out = static_cast<float>(v);
   return absl::OkStatus();
 }
 
@@ -36,6 +70,13 @@ absl::Status Bool(const Json& body, const char* name, bool* out) {
   if (!it->is_boolean()) return Bad(name, "must be true or false");
   *out = it->get<bool>();
   return absl::OkStatus();
+}
+
+// `v` as a token id of a vocabulary of `vocab_size`; nullopt when it is not one.
+std::optional<int32_t> TokenId(const Json& v, int32_t vocab_size) {
+  const std::optional<absl::int128> id = WholeNumber(v);
+  if (!id.has_value() || *id < 0 || *id >= vocab_size) return std::nullopt;
+  return static_cast<int32_t>(*id);
 }
 
 absl::Status Prompt(const Json& body, const engine::Tokenizer& tokenizer, std::vector<int32_t>* ids) {
@@ -51,21 +92,21 @@ absl::Status Prompt(const Json& body, const engine::Tokenizer& tokenizer, std::v
   }
   if (it->is_array()) {
     if (it->empty()) return Bad("prompt", "is empty");
-    if (!(*it)[0].is_number_integer()) return Bad("prompt", "a batch of prompts is not supported; send one per request");
-    for (const Json& id : *it) {
-      if (!id.is_number_integer()) return Bad("prompt", "token ids must be integers");
-      const int64_t v = id.get<int64_t>();
-      if (v < 0 || v >= tokenizer.vocab_size()) {
-        return Bad("prompt", absl::StrCat("token id ", v, " is outside the vocabulary [0, ", tokenizer.vocab_size(), ")"));
+    if (!(*it)[0].is_number()) return Bad("prompt", "a batch of prompts is not supported; send one per request");
+    for (const Json& v : *it) {
+      const std::optional<int32_t> id = TokenId(v, tokenizer.vocab_size());
+      if (!id.has_value()) {
+        return Bad("prompt", absl::StrCat("token id ", AsSent(v), " is not in the vocabulary [0, ",
+                                          tokenizer.vocab_size(), ")"));
       }
-      ids->push_back(static_cast<int32_t>(v));
+      ids->push_back(*id);
     }
     return absl::OkStatus();
   }
   return Bad("prompt", "must be a string or an array of token ids");
 }
 
-absl::Status Stop(const Json& body, engine::StopCriteria* stop) {
+absl::Status Stop(const Json& body, int32_t vocab_size, engine::StopCriteria* stop) {
   auto it = body.find("stop");
   if (it != body.end() && !it->is_null()) {
     if (it->is_string()) {
@@ -82,26 +123,46 @@ absl::Status Stop(const Json& body, engine::StopCriteria* stop) {
   it = body.find("stop_token_ids");
   if (it != body.end() && !it->is_null()) {
     if (!it->is_array()) return Bad("stop_token_ids", "must be an array of token ids");
-    for (const Json& id : *it) {
-      if (!id.is_number_integer()) return Bad("stop_token_ids", "must be an array of token ids");
-      stop->stop_token_ids.push_back(id.get<int32_t>());
+    for (const Json& v : *it) {
+      const std::optional<int32_t> id = TokenId(v, vocab_size);
+      if (!id.has_value()) {
+        return Bad("stop_token_ids", absl::StrCat(AsSent(v), " is not a token id (vocabulary [0, ", vocab_size, "))"));
+      }
+      stop->stop_token_ids.push_back(*id);
     }
   }
   return absl::OkStatus();
 }
 
-absl::Status LogitBias(const Json& body, engine::SamplingParams* p) {
+absl::Status LogitBias(const Json& body, int32_t vocab_size, engine::SamplingParams* p) {
   auto it = body.find("logit_bias");
   if (it == body.end() || it->is_null()) return absl::OkStatus();
   if (!it->is_object()) return Bad("logit_bias", "must be an object of token id → bias");
   for (const auto& [key, value] : it->items()) {
-    int32_t id = 0;
-    if (!absl::SimpleAtoi(key, &id)) return Bad("logit_bias", absl::StrCat("key \"", key, "\" is not a token id"));
-    if (!value.is_number() || !std::isfinite(value.get<double>())) {
-      return Bad("logit_bias", absl::StrCat("the bias of token ", key, " must be a finite number"));
+    int64_t id = 0;
+    if (!absl::SimpleAtoi(key, &id) || id < 0 || id >= vocab_size) {
+      return Bad("logit_bias", absl::StrCat("key \"", key, "\" is not a token id (vocabulary [0, ", vocab_size, "))"));
     }
-    p->logit_bias.emplace_back(id, value.get<float>());
+    if (!value.is_number() || !std::isfinite(value.get<double>()) ||
+        std::fabs(value.get<double>()) > std::numeric_limits<float>::max()) {
+      return Bad("logit_bias", absl::StrCat("the bias of token ", key, " must be a finite number, not ", AsSent(value)));
+    }
+    p->logit_bias.emplace_back(static_cast<int32_t>(id), static_cast<float>(value.get<double>()));
   }
+  return absl::OkStatus();
+}
+
+// `seed`: any JSON integer, signed or not (a negative seed keeps its two's-complement bits).
+absl::Status Seed(const Json& body, std::optional<uint64_t>* seed) {
+  auto it = body.find("seed");
+  if (it == body.end() || it->is_null()) return absl::OkStatus();
+  const std::optional<absl::int128> v = WholeNumber(*it);
+  if (!v.has_value()) return Bad("seed", absl::StrCat(AsSent(*it), " is not an integer"));
+  if (*v < std::numeric_limits<int64_t>::min() || *v > std::numeric_limits<uint64_t>::max()) {
+    return Bad("seed", absl::StrCat(AsSent(*it), " is outside [", std::numeric_limits<int64_t>::min(), ", ",
+                                    std::numeric_limits<uint64_t>::max(), "]"));
+  }
+  *seed = static_cast<uint64_t>(*v);
   return absl::OkStatus();
 }
 
@@ -119,9 +180,10 @@ absl::StatusOr<CompletionRequest> ParseCompletionRequest(const std::string& body
       return Bad(unsupported, "is not supported");
     }
   }
+  constexpr int64_t kIntMin = std::numeric_limits<int32_t>::min(), kIntMax = std::numeric_limits<int32_t>::max();
   int n = 1;
-  if (absl::Status s = Number(json, "n", &n); !s.ok()) return s;
-  if (n != 1) return Bad("n", "only n = 1 is supported");
+  if (absl::Status s = Integer(json, "n", kIntMin, kIntMax, &n); !s.ok()) return s;
+  if (n != 1) return Bad("n", absl::StrCat(n, " is not supported; only n = 1 is"));
 
   CompletionRequest r;
   if (auto it = json.find("model"); it != json.end() && it->is_string()) r.model = it->get<std::string>();
@@ -129,27 +191,21 @@ absl::StatusOr<CompletionRequest> ParseCompletionRequest(const std::string& body
   engine::SamplingParams& p = r.spec.sampling;
   engine::StopCriteria& stop = r.spec.stop;
   stop.max_tokens = limits.default_max_tokens;
-  int logprobs = 0;
-  for (absl::Status s : {Number(json, "temperature", &p.temperature), Number(json, "top_p", &p.top_p),
-                         Number(json, "top_k", &p.top_k), Number(json, "min_p", &p.min_p),
-                         Number(json, "repetition_penalty", &p.repetition_penalty),
-                         Number(json, "presence_penalty", &p.presence_penalty),
-                         Number(json, "frequency_penalty", &p.frequency_penalty), Number(json, "logprobs", &logprobs),
-                         Number(json, "max_tokens", &stop.max_tokens), Number(json, "min_tokens", &stop.min_tokens),
+  const int32_t vocab = tokenizer.vocab_size();
+  for (absl::Status s : {Float(json, "temperature", &p.temperature), Float(json, "top_p", &p.top_p),
+                         Integer(json, "top_k", -1, kIntMax, &p.top_k), Float(json, "min_p", &p.min_p),
+                         Float(json, "repetition_penalty", &p.repetition_penalty),
+                         Float(json, "presence_penalty", &p.presence_penalty),
+                         Float(json, "frequency_penalty", &p.frequency_penalty),
+                         Integer(json, "logprobs", 0, 20, &p.logprobs),
+                         Integer(json, "max_tokens", 1, limits.max_tokens_limit, &stop.max_tokens),
+                         Integer(json, "min_tokens", 0, kIntMax, &stop.min_tokens),
                          Bool(json, "ignore_eos", &stop.ignore_eos),
                          Bool(json, "include_stop_str_in_output", &stop.include_stop_string),
-                         Bool(json, "stream", &r.stream), Stop(json, &stop), LogitBias(json, &p)}) {
+                         Bool(json, "stream", &r.stream), Stop(json, vocab, &stop), LogitBias(json, vocab, &p),
+                         Seed(json, &p.seed)}) {
     if (!s.ok()) return s;
   }
-  if (auto it = json.find("seed"); it != json.end() && !it->is_null()) {
-    if (!it->is_number_integer()) return Bad("seed", "must be an integer");
-    p.seed = static_cast<uint64_t>(it->get<int64_t>());
-  }
-  if (stop.max_tokens < 1 || stop.max_tokens > limits.max_tokens_limit) {
-    return Bad("max_tokens", absl::StrCat(stop.max_tokens, " is outside [1, ", limits.max_tokens_limit, "]"));
-  }
-  if (logprobs < 0 || logprobs > 20) return Bad("logprobs", absl::StrCat(logprobs, " is outside [0, 20]"));
-  p.logprobs = logprobs;
   return r;
 }
 

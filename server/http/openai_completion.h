@@ -30,7 +30,9 @@ struct CompletionLimits {
 
 // Parses `body` (JSON). InvalidArgument naming the parameter for anything malformed or unsupported:
 // bad JSON, a missing or empty prompt, a batch of prompts, n ≠ 1, echo, best_of, suffix, a value of
-// the wrong type or out of range (the sampler's own checks name the parameter too).
+// the wrong type or out of range (the sampler's own checks name the parameter too). Integer fields
+// are range-checked before any narrowing and must be whole; token ids (prompt, stop_token_ids,
+// logit_bias keys) must be in the vocabulary; messages quote the value as sent.
 absl::StatusOr<CompletionRequest> ParseCompletionRequest(const std::string& body, const engine::Tokenizer& tokenizer,
                                                          const CompletionLimits& limits);
 

@@ -1,56 +1,22 @@
-// The HTTP port against a real Engine on a fixture model, over loopback with cpp-httplib's client:
-// health, readiness, models, metrics, OpenAI completions (JSON and server-sent events) equal to the
-// engine's own output, errors naming the parameter, the API key, and a streaming client that
-// disconnects freeing its slot.
-#include "server/http/http_server.h"
-
-#include <httplib.h>
-
+// The HTTP port against a real Engine on a fixture model, over loopback: health, readiness, models,
+// metrics, OpenAI completions (JSON and server-sent events) equal to the engine's own output, errors
+// naming the parameter, API keys with per-caller accounting, and clients that disconnect (streamed or
+// not) cancelling their request.
 #include <thread>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "engine/serving/recurrent_runner.h"
-#include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/unit/server/http_server_fixture.h"
 
-namespace mcserve::server {
+namespace mcserve::server::testing {
 namespace {
 
 using Json = nlohmann::json;
 
-std::string FixtureDir() { return std::string(MCSERVE_TEST_DATA_DIR) + "/models/gated_deltanet"; }
-
-class HttpServerTest : public ::testing::Test {
+class HttpServerTest : public HttpServerFixture {
  protected:
-  void SetUp() override { Serve(""); }
-  void Serve(const std::string& api_key) {
-    http_.reset();
-    engine_.reset();
-    auto model = engine::Model::Load(FixtureDir(), {.num_threads = 1});
-    ASSERT_TRUE(model.ok()) << model.status();
-    model_ = std::move(*model);
-    auto runner = engine::RecurrentRunner::Create(model_.get(), {.num_slots = 4});
-    ASSERT_TRUE(runner.ok());
-    auto engine = engine::Engine::Create(std::move(*runner), &model_->tokenizer(), {});
-    ASSERT_TRUE(engine.ok());
-    engine_ = std::move(*engine);
-    auto http = HttpServer::Start(engine_.get(), &model_->tokenizer(),
-                                  {.host = "127.0.0.1",
-                                   .model_name = "gated_deltanet",
-                                   .api_key = api_key,
-                                   .limits = {.max_tokens_limit = 60000},
-                                   .metrics = [] { return std::string("# TYPE x counter\nx 1\n"); }});
-    ASSERT_TRUE(http.ok()) << http.status();
-    http_ = std::move(*http);
-    client_ = std::make_unique<httplib::Client>("127.0.0.1", http_->port());
-    client_->set_read_timeout(60, 0);
-  }
-  void TearDown() override {
-    client_.reset();
-    http_.reset();
-    engine_.reset();
-  }
   // The engine's own greedy tokens for `prompt` text.
   std::vector<int32_t> EngineTokens(const std::string& prompt, int max_tokens) {
     engine::RequestSpec spec;
@@ -68,38 +34,33 @@ class HttpServerTest : public ::testing::Test {
     }
     return ids;
   }
-
-  std::unique_ptr<engine::Model> model_;
-  std::unique_ptr<engine::Engine> engine_;
-  std::unique_ptr<HttpServer> http_;
-  std::unique_ptr<httplib::Client> client_;
 };
 
 TEST_F(HttpServerTest, HealthReadyModelsMetrics) {
-  auto health = client_->Get("/health");
-  ASSERT_TRUE(health);
-  EXPECT_EQ(health->status, 200);
-  auto ready = client_->Get("/ready");
-  ASSERT_TRUE(ready);
-  EXPECT_EQ(ready->status, 200);
-  auto models = client_->Get("/v1/models");
-  ASSERT_TRUE(models);
-  EXPECT_EQ(Json::parse(models->body)["data"][0]["id"], "gated_deltanet");
-  auto metrics = client_->Get("/metrics");
-  ASSERT_TRUE(metrics);
-  EXPECT_EQ(metrics->body, "# TYPE x counter\nx 1\n");
-  EXPECT_TRUE(absl::StartsWith(metrics->get_header_value("Content-Type"), "text/plain; version=0.0.4"));
+  EXPECT_EQ(Get(port(), "/health").status, 200);
+  EXPECT_EQ(Get(port(), "/ready").status, 200);
+  const HttpReply models = Get(port(), "/v1/models");
+  ASSERT_EQ(models.status, 200) << models.error;
+  EXPECT_EQ(Json::parse(models.body)["data"][0]["id"], "gated_deltanet");
+  const HttpReply metrics = Get(port(), "/metrics");
+  EXPECT_EQ(metrics.body, "# TYPE x counter\nx 1\n");
+  EXPECT_TRUE(absl::StartsWith(metrics.headers.at("content-type"), "text/plain; version=0.0.4"));
+  EXPECT_EQ(Get(port(), "/nowhere").status, 404);
+  RawConnection head(port());
+  ASSERT_TRUE(head.Send("HEAD /health HTTP/1.1\r\nHost: x\r\n\r\nGET /health HTTP/1.1\r\nHost: x\r\n\r\n"));
+  const std::string both = head.ReadUntil("\r\n\r\nok\n", std::chrono::seconds(30));
+  EXPECT_EQ(std::vector<std::string>(absl::StrSplit(both, "HTTP/1.1 200 OK")).size(), 3u) << both;  // two answers
+  EXPECT_TRUE(absl::StrContains(both, "Content-Length: 3\r\n\r\nHTTP/1.1 200 OK")) << both;  // the first bodiless
+  EXPECT_EQ(Post(port(), "/health", "").status, 405);
 }
 
 TEST_F(HttpServerTest, CompletionEqualsTheEnginesOutput) {
   const std::vector<int32_t> expected = EngineTokens("The cat watched", 12);
-  auto res = client_->Post(
-      "/v1/completions",
-      R"({"model": "gated_deltanet", "prompt": "The cat watched", "max_tokens": 12, "temperature": 0, "ignore_eos": true, "logprobs": 2})",
-      "application/json");
-  ASSERT_TRUE(res);
-  ASSERT_EQ(res->status, 200) << res->body;
-  const Json body = Json::parse(res->body);
+  const HttpReply res = Post(
+      port(), "/v1/completions",
+      R"({"model": "gated_deltanet", "prompt": "The cat watched", "max_tokens": 12, "temperature": 0, "ignore_eos": true, "logprobs": 2})");
+  ASSERT_EQ(res.status, 200) << res.body << res.error;
+  const Json body = Json::parse(res.body);
   EXPECT_EQ(body["object"], "text_completion");
   EXPECT_EQ(body["choices"][0]["text"], *model_->tokenizer().Decode(expected));
   EXPECT_EQ(body["choices"][0]["finish_reason"], "length");
@@ -113,14 +74,13 @@ TEST_F(HttpServerTest, CompletionEqualsTheEnginesOutput) {
 
 TEST_F(HttpServerTest, StreamingSendsServerSentEventsEndingWithDone) {
   const std::vector<int32_t> expected = EngineTokens("The cat watched", 10);
-  auto res = client_->Post("/v1/completions",
-                           R"({"prompt": "The cat watched", "max_tokens": 10, "temperature": 0, "ignore_eos": true, "stream": true})",
-                           "application/json");
-  ASSERT_TRUE(res);
-  ASSERT_EQ(res->status, 200);
-  EXPECT_TRUE(absl::StartsWith(res->get_header_value("Content-Type"), "text/event-stream"));
+  const HttpReply res =
+      Post(port(), "/v1/completions",
+           R"({"prompt": "The cat watched", "max_tokens": 10, "temperature": 0, "ignore_eos": true, "stream": true})");
+  ASSERT_EQ(res.status, 200) << res.error;
+  EXPECT_TRUE(absl::StartsWith(res.headers.at("content-type"), "text/event-stream"));
   std::string text;
-  std::vector<std::string> events = absl::StrSplit(res->body, "\n\n", absl::SkipEmpty());
+  std::vector<std::string> events = absl::StrSplit(res.body, "\n\n", absl::SkipEmpty());
   ASSERT_GE(events.size(), 2u);
   EXPECT_EQ(events.back(), "data: [DONE]");
   for (size_t i = 0; i + 1 < events.size(); ++i) {
@@ -135,6 +95,34 @@ TEST_F(HttpServerTest, StreamingSendsServerSentEventsEndingWithDone) {
   EXPECT_EQ(text, *model_->tokenizer().Decode(expected));
 }
 
+TEST_F(HttpServerTest, KeepAliveServesSeveralRequestsOnOneConnection) {
+  RawConnection c(port());
+  ASSERT_TRUE(c.connected());
+  const std::string body = R"({"prompt": "hi", "max_tokens": 2})";
+  const std::string request =
+      absl::StrCat("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: ", body.size(), "\r\n\r\n", body);
+  ASSERT_TRUE(c.Send(request + "GET /health HTTP/1.1\r\nHost: x\r\n\r\n"));  // pipelined
+  const std::string both = c.ReadUntil("\r\n\r\nok\n", std::chrono::seconds(30));
+  EXPECT_TRUE(absl::StrContains(both, "text_completion")) << both;
+  EXPECT_TRUE(absl::EndsWith(both, "\r\n\r\nok\n")) << both;
+  c.Take();
+  ASSERT_TRUE(c.Send(request));
+  const std::string third = c.ReadUntil("\"usage\"", std::chrono::seconds(30));
+  EXPECT_TRUE(absl::StartsWith(third, "HTTP/1.1 200")) << third;
+}
+
+TEST_F(HttpServerTest, AnHttp10StreamEndsByClosingTheConnection) {
+  RawConnection c(port());
+  const std::string body = R"({"prompt": "The cat", "max_tokens": 5, "ignore_eos": true, "stream": true})";
+  ASSERT_TRUE(c.Send(absl::StrCat("POST /v1/completions HTTP/1.0\r\nContent-Length: ", body.size(), "\r\n\r\n", body)));
+  ASSERT_TRUE(c.ClosedWithin(std::chrono::seconds(30)));
+  const std::string reply = c.Take();
+  EXPECT_TRUE(absl::StartsWith(reply, "HTTP/1.0 200 OK\r\n")) << reply;
+  EXPECT_FALSE(absl::StrContains(reply, "chunked")) << reply;
+  EXPECT_TRUE(absl::StrContains(reply, "\r\n\r\ndata: {")) << reply;
+  EXPECT_TRUE(absl::EndsWith(reply, "\n\ndata: [DONE]\n\n")) << reply;
+}
+
 TEST_F(HttpServerTest, BadRequestsAreNamedAndLeaveTheServerHealthy) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {R"({"prompt": ""})", "prompt"},
@@ -143,63 +131,73 @@ TEST_F(HttpServerTest, BadRequestsAreNamedAndLeaveTheServerHealthy) {
       {R"({"prompt": "hi", "top_p": 1.5})", "top_p"},
       {R"({"prompt": "hi", "max_tokens": 100000})", "max_tokens"},
       {R"({"prompt": "hi", "max_tokens": 0})", "max_tokens"},
+      {R"({"prompt": "hi", "max_tokens": 1e12})", "max_tokens: 1e+12 is outside [1, 60000]"},
+      {R"({"prompt": "hi", "stop_token_ids": [4294967298]})", "stop_token_ids: 4294967298 is not a token id"},
       {R"({"prompt": "hi", "n": 2})", "n"},
       {R"({"prompt": ["a", "b"]})", "prompt"},
       {R"({"prompt": "hi", "logit_bias": {"x": 1}})", "logit_bias"},
       {"{not json", "JSON"},
   };
   for (const auto& [body, field] : cases) {
-    auto res = client_->Post("/v1/completions", body, "application/json");
-    ASSERT_TRUE(res) << body;
-    EXPECT_EQ(res->status, 400) << body << " → " << res->body;
-    EXPECT_TRUE(absl::StrContains(res->body, field)) << body << " → " << res->body;
+    const HttpReply res = Post(port(), "/v1/completions", body);
+    EXPECT_EQ(res.status, 400) << body << " → " << res.body;
+    EXPECT_TRUE(absl::StrContains(res.body, field)) << body << " → " << res.body;
   }
-  auto wrong_model = client_->Post("/v1/completions", R"({"prompt": "hi", "model": "gpt-4"})", "application/json");
-  ASSERT_TRUE(wrong_model);
-  EXPECT_EQ(wrong_model->status, 404);
-  auto ok = client_->Post("/v1/completions", R"({"prompt": "hi", "max_tokens": 2})", "application/json");
-  ASSERT_TRUE(ok);
-  EXPECT_EQ(ok->status, 200);
+  EXPECT_EQ(Post(port(), "/v1/completions", R"({"prompt": "hi", "model": "gpt-4"})").status, 404);
+  EXPECT_EQ(Post(port(), "/v1/completions", R"({"prompt": "hi", "max_tokens": 2})").status, 200);
 }
 
-TEST_F(HttpServerTest, ApiKeyIsRequiredExceptForHealth) {
-  Serve("s3cret");
-  auto missing = client_->Post("/v1/completions", R"({"prompt": "hi"})", "application/json");
-  ASSERT_TRUE(missing);
-  EXPECT_EQ(missing->status, 401);
-  EXPECT_EQ(client_->Get("/v1/models")->status, 401);
-  EXPECT_EQ(client_->Get("/metrics")->status, 401);
-  EXPECT_EQ(client_->Get("/health")->status, 200);
-  EXPECT_EQ(client_->Get("/ready")->status, 200);
-  client_->set_bearer_token_auth("wrong");
-  EXPECT_EQ(client_->Get("/v1/models")->status, 401);
-  client_->set_bearer_token_auth("s3cret");
-  EXPECT_EQ(client_->Get("/v1/models")->status, 200);
-  auto ok = client_->Post("/v1/completions", R"({"prompt": "hi", "max_tokens": 2})", "application/json");
-  ASSERT_TRUE(ok);
-  EXPECT_EQ(ok->status, 200);
+TEST_F(HttpServerTest, ApiKeysAreRequiredExceptForHealthAndCallersAreAccounted) {
+  Serve([](HttpServerOptions& o) { o.api_keys = *ApiKeys::Parse("alice s3cret\nbob b0b-key\n", "test keys"); });
+  EXPECT_EQ(Post(port(), "/v1/completions", R"({"prompt": "hi"})").status, 401);
+  EXPECT_EQ(Get(port(), "/v1/models").status, 401);
+  EXPECT_EQ(Get(port(), "/metrics").status, 401);
+  EXPECT_EQ(Get(port(), "/v1/models", {{"Authorization", "Bearer wrong"}}).status, 401);
+  EXPECT_EQ(accounting_.unauthenticated(), 4);
+  EXPECT_EQ(Get(port(), "/health").status, 200);
+  EXPECT_EQ(Get(port(), "/ready").status, 200);
+  EXPECT_EQ(Get(port(), "/v1/models", {{"Authorization", "Bearer s3cret"}}).status, 200);
+  EXPECT_EQ(Post(port(), "/v1/completions", R"({"prompt": "hi", "max_tokens": 2, "ignore_eos": true})",
+                 {{"Authorization", "Bearer b0b-key"}})
+                .status,
+            200);
+  EXPECT_EQ(accounting_.unauthenticated(), 4);
+  const auto finished = accounting_.finished();
+  ASSERT_EQ(finished.size(), 1u);
+  EXPECT_EQ(finished[0].caller, "bob");
+  EXPECT_EQ(finished[0].reason, engine::FinishReason::kLength);
+  EXPECT_EQ(finished[0].generated_tokens, 2);
+  EXPECT_GT(finished[0].prompt_tokens, 0);
 }
 
 TEST_F(HttpServerTest, AStreamingClientThatDisconnectsFreesItsSlot) {
-  // A request that would run for a long time; the client reads two chunks and hangs up.
-  int received = 0;
-  httplib::Request req;
-  req.method = "POST";
-  req.path = "/v1/completions";
-  req.body = R"({"prompt": "The cat", "max_tokens": 60000, "ignore_eos": true, "stream": true})";
-  req.set_header("Content-Type", "application/json");
-  req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) { return ++received < 2; };
-  httplib::Client quitter("127.0.0.1", http_->port());
-  quitter.send(req);
-  EXPECT_EQ(received, 2);
-  for (int i = 0; i < 400 && engine_->Stats().finished_by(engine::FinishReason::kCancelled) == 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(25));
-  }
+  RawConnection quitter(port());
+  const std::string body = R"({"prompt": "The cat", "max_tokens": 60000, "ignore_eos": true, "stream": true})";
+  ASSERT_TRUE(quitter.Send(
+      absl::StrCat("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: ", body.size(), "\r\n\r\n", body)));
+  const std::string got = quitter.ReadUntil("\n\ndata: ", std::chrono::seconds(30));
+  ASSERT_TRUE(absl::StrContains(got, "\n\ndata: ")) << got;  // two events arrived
+  quitter.Close();
+  ASSERT_TRUE(Eventually([&] { return cancelled() == 1 && http_->active_requests() == 0; }));
   const engine::EngineStats stats = engine_->Stats();
-  EXPECT_EQ(stats.finished_by(engine::FinishReason::kCancelled), 1);
   EXPECT_EQ(stats.slots_used, 0);
   EXPECT_LT(stats.tokens_generated, 60000);
+  ASSERT_EQ(accounting_.finished().size(), 1u);
+  EXPECT_EQ(accounting_.finished()[0].reason, engine::FinishReason::kCancelled);
+}
+
+TEST_F(HttpServerTest, ANonStreamedClientThatDisconnectsIsCancelled) {
+  RawConnection quitter(port());
+  const std::string body = R"({"prompt": "The cat", "max_tokens": 60000, "ignore_eos": true})";
+  ASSERT_TRUE(quitter.Send(
+      absl::StrCat("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: ", body.size(), "\r\n\r\n", body)));
+  ASSERT_TRUE(Eventually([&] { return engine_->Stats().tokens_generated > 0; }));
+  EXPECT_EQ(http_->active_requests(), 1);
+  quitter.Close();
+  ASSERT_TRUE(Eventually([&] { return cancelled() == 1 && http_->active_requests() == 0; }));
+  EXPECT_EQ(engine_->Stats().slots_used, 0);
+  EXPECT_LT(engine_->Stats().tokens_generated, 60000);
 }
 
 }  // namespace
-}  // namespace mcserve::server
+}  // namespace mcserve::server::testing
