@@ -12,6 +12,8 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 
 import pytest
 
@@ -36,12 +38,6 @@ SERVED = {"mcserve.v1.Generation", "grpc.health.v1.Health", "grpc.reflection.v1.
 IDENTITY = {"request_serializer": lambda b: b, "response_deserializer": lambda b: b}
 
 
-def server_help():
-    out = subprocess.run([SERVER, "--help"], capture_output=True, timeout=30)
-    return (out.stdout + out.stderr).decode()
-
-
-HELP = server_help()
 
 
 @pytest.fixture(scope="module")
@@ -78,6 +74,11 @@ class Server:
         m = LINE.match(line)
         assert m, (line, self.proc.stderr.read().decode() if self.proc.poll() is not None else "")
         self.address = f"{m.group(1)}:{m.group(2)}"
+        self.http = f"http://{m.group(3)}:{m.group(4)}"
+
+    def metrics(self, key):
+        req = urllib.request.Request(self.http + "/metrics", headers={"Authorization": f"Bearer {key}"})
+        return urllib.request.urlopen(req, timeout=10).read().decode()
 
     def threads(self):
         with open(f"/proc/{self.proc.pid}/status") as f:
@@ -192,8 +193,14 @@ def test_with_a_key_a_connection_without_it_can_abort_nothing(pb, keyed_server):
     expect_cancelled(pb, anonymous)
 
 
-@pytest.mark.skipif("--api_key_file" not in HELP and "--api-key-file" not in HELP,
-                    reason="this mcserve has no --api-key-file (added with the per-caller metrics)")
+def caller_count(text, family, **labels):
+    """The value of `family`'s sample whose labels include `labels` (0 if there is none)."""
+    for line in text.splitlines():
+        if line.startswith(family + "{") and all(f'{k}="{v}"' in line for k, v in labels.items()):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
 def test_two_named_keys_cannot_abort_each_others_requests(pb, tmp_path):
     keys = tmp_path / "keys.txt"
     keys.write_text("alice key-a\nbob key-b\n")
@@ -215,6 +222,20 @@ def test_two_named_keys_cannot_abort_each_others_requests(pb, tmp_path):
         expect_still_running(named)
         assert abort(pb, channel, first.request_id, alice)[0] == grpc.StatusCode.OK
         expect_cancelled(pb, anonymous)
+        # The per-key metrics: each key's aborts and finished requests under its own name, a
+        # refused key counted apart.
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            s.metrics("key-wrong")
+        assert refused.value.code == 401
+        text = s.metrics("key-b")
+        assert caller_count(text, "mcserve:caller_aborts_total", api_key_name="alice") == 1
+        assert caller_count(text, "mcserve:caller_aborts_total", api_key_name="bob") == 1
+        assert caller_count(text, "mcserve:caller_requests_total", api_key_name="alice",
+                            finished_reason="cancelled") == 2  # one aborted, one cancelled by its client
+        assert caller_count(text, "mcserve:caller_requests_total", api_key_name="bob",
+                            finished_reason="cancelled") == 1
+        assert caller_count(text, "mcserve:caller_generation_tokens_total", api_key_name="bob") > 0
+        assert caller_count(text, "mcserve:unauthenticated_requests_total") == 1
     finally:
         assert s.stop() == 0
 
@@ -372,8 +393,6 @@ def test_open_streams_do_not_each_take_a_thread(pb):
         assert s.stop() == 0
 
 
-@pytest.mark.skipif("--write_timeout_seconds" not in HELP and "--write-timeout-seconds" not in HELP,
-                    reason="this mcserve has no --write-timeout-seconds yet")
 def test_a_client_that_stops_reading_loses_its_slot(pb):
     # With BDP probing off the client's HTTP/2 stream window stays at 64 KiB and grows only as the
     # application reads: a client that stops calling next() stops the server's writes.
