@@ -227,7 +227,7 @@ void Connection::Dispatch(std::string body) {
           {.content_type = "application/json", .body = nlohmann::json{{"object", "list"}, {"data", {model}}}.dump()});
     }
     case Route::kCompletions:
-      return StartCompletion(body);
+      return StartCompletion(std::move(body));
     case Route::kWrongMethod:
       return Respond(ErrorResponse(405, "method not allowed on this route", "invalid_request_error"));
     case Route::kNotFound:
@@ -235,12 +235,20 @@ void Connection::Dispatch(std::string body) {
   }
 }
 
-void Connection::StartCompletion(const std::string& body) {
+void Connection::StartCompletion(std::string body) {
   if (!context_->admitting.load()) {
     return Respond(ErrorResponse(503, "the server is shutting down and admits no new completions", "server_error",
                                  /*close=*/true));
   }
-  auto parsed = ParseCompletionRequest(body, *context_->tokenizer, options_.limits);
+  // JSON and tokenization take up to seconds for a large prompt: off the I/O threads.
+  asio::post(*context_->parse_pool, [self = shared_from_this(), body = std::move(body)] {
+    auto parsed = ParseCompletionRequest(body, *self->context_->tokenizer, self->options_.limits);
+    asio::post(self->strand_, [self, parsed = std::move(parsed)]() mutable { self->Submit(std::move(parsed)); });
+  });
+}
+
+void Connection::Submit(absl::StatusOr<CompletionRequest> parsed) {
+  if (phase_ == Phase::kClosed) return;
   if (!parsed.ok()) return Respond(ErrorResponse(400, parsed.status().message(), "invalid_request_error"));
   if (!parsed->model.empty() && parsed->model != options_.model_name) {
     return Respond(

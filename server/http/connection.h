@@ -65,7 +65,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   static Route RouteOf(boost::beast::http::verb method, absl::string_view target);
 
   // Completions (strand).
-  void StartCompletion(const std::string& body);
+  void StartCompletion(std::string body);
+  void Submit(absl::StatusOr<CompletionRequest> parsed);
   void Pump();
   void EndCompletion();
 

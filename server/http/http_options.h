@@ -25,6 +25,7 @@ struct HttpServerOptions {
   int max_header_bytes = 16 << 10;   // a larger request head gets 431
   int max_headers = 100;             // more header fields get 431
   int io_threads = 2;                // threads running every connection's I/O
+  int parse_threads = 2;             // threads parsing and tokenizing completion requests
   // Deadlines that close the connection when reached; zero or less: none.
   absl::Duration header_timeout = absl::Seconds(10);  // for a request head (and the TLS handshake)
   absl::Duration body_timeout = absl::Seconds(30);    // for its body, once the head is in

@@ -5,6 +5,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <cstdio>
 #include <exception>
 #include <mutex>
@@ -26,6 +27,7 @@ struct HttpServer::Impl {
   // Declared first: outlives the io_context, whose destruction releases the last connections.
   HttpContext context;
   asio::io_context io;
+  std::optional<asio::thread_pool> parse_pool;  // joined before the io_context goes
   asio::strand<asio::io_context::executor_type> accept_strand = asio::make_strand(io);
   tcp::acceptor acceptor{accept_strand};
   asio::steady_timer accept_retry{accept_strand};
@@ -126,6 +128,8 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(engine::Engine* en
   if (absl::Status s = impl->LoadTls(); !s.ok()) return s;
   if (absl::Status s = impl->Listen(); !s.ok()) return s;
   Impl* raw = impl.get();
+  raw->parse_pool.emplace(static_cast<size_t>(std::max(1, raw->context.options.parse_threads)));
+  raw->context.parse_pool = &*raw->parse_pool;
   asio::post(raw->accept_strand, [raw] { raw->Accept(); });
   raw->work.emplace(raw->io.get_executor());
   for (int i = 0; i < std::max(1, raw->context.options.io_threads); ++i) {
@@ -158,6 +162,9 @@ void HttpServer::Stop() {
   impl.work.reset();
   impl.io.stop();
   for (std::thread& t : impl.threads) t.join();
+  // Queued parses are dropped; one in progress finishes, and what it posts to a strand never runs.
+  impl.parse_pool->stop();
+  impl.parse_pool->join();
   // What the threads did not get to: closed here, no thread running the io_context any more. This
   // detaches every listener from the engine before the io_context they post to goes away.
   error_code ignored;

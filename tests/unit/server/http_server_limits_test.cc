@@ -141,6 +141,28 @@ TEST_F(HttpServerLimitsTest, AnIdleKeepAliveConnectionIsClosed) {
   EXPECT_TRUE(c.ClosedWithin(std::chrono::seconds(10)));  // idle_timeout 0.5 s; 10 s bounds a hang
 }
 
+TEST_F(HttpServerLimitsTest, TokenizingALargePromptDoesNotHoldUpTheIoThread) {
+  Serve([](HttpServerOptions& o) {
+    o.io_threads = 1;  // the one thread that would stall if the prompt were tokenized on it
+    o.max_body_bytes = 8 << 20;
+  });
+  std::string words;
+  while (words.size() < (4 << 20)) words += "the cat watched the gulls ";
+  const std::string body = absl::StrCat(R"({"prompt": ")", words, R"(", "max_tokens": 1})");
+  RawConnection big(port());
+  ASSERT_TRUE(big.Send(absl::StrCat("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: ", body.size(),
+                                    "\r\n\r\n", body)));
+  // Seconds of tokenizing (the prompt is refused afterwards, longer than max_prompt_tokens): health
+  // checks keep being answered meanwhile.
+  int answered_meanwhile = 0;
+  while (big.ReadUntil("}", std::chrono::milliseconds(20)).empty()) {
+    ASSERT_EQ(Get(port(), "/health").status, 200);
+    ++answered_meanwhile;
+  }
+  EXPECT_EQ(StatusOf(big.Take()), 400);
+  EXPECT_GE(answered_meanwhile, 5);
+}
+
 TEST_F(HttpServerLimitsTest, ExpectContinueIsAnsweredBeforeTheBodyIsSent) {
   RawConnection c(port());
   const std::string json = R"({"prompt": "hi", "max_tokens": 2})";
