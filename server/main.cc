@@ -39,6 +39,7 @@
 #include "server/grpc/grpc_server.h"
 #include "server/http/http_server.h"
 #include "tools/common/mc_flags.h"
+#include "server/metrics/caller_metrics.h"
 #include "server/metrics/mcserve_metrics.h"
 #include "server/metrics/metrics.h"
 
@@ -203,7 +204,17 @@ std::string ModelName(const std::string& dir) {
   return name;
 }
 
-// The gRPC front end's options from the flags (TLS files read here).
+// The API keys both front ends accept: --api-key-file's named keys, else --api-key (named "default").
+absl::StatusOr<mcserve::server::ApiKeys> ApiKeysFromFlags() {
+  if (const std::string key_file = absl::GetFlag(FLAGS_api_key_file); !key_file.empty()) {
+    auto keys = mcserve::server::ApiKeys::FromFile(key_file);
+    if (!keys.ok()) return mcserve::tools::ForFlag("api-key-file", keys.status());
+    return keys;
+  }
+  return mcserve::server::ApiKeys::Single(absl::GetFlag(FLAGS_api_key));
+}
+
+// The gRPC front end's options from the flags (TLS files read here; keys and accounting set by Run).
 absl::StatusOr<mcserve::server::GrpcServerOptions> GrpcOptionsFromFlags(const std::string& dir) {
   mcserve::server::GrpcServerOptions options;
   options.host = absl::GetFlag(FLAGS_host);
@@ -218,46 +229,47 @@ absl::StatusOr<mcserve::server::GrpcServerOptions> GrpcOptionsFromFlags(const st
   options.model_path = dir;
   options.max_tokens_limit = static_cast<uint32_t>(absl::GetFlag(FLAGS_max_tokens_limit));
   options.max_prompt_tokens = absl::GetFlag(FLAGS_max_prompt_tokens);
-  options.api_key = absl::GetFlag(FLAGS_api_key);
   options.version = MCSERVE_VERSION;
   options.max_request_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_max_request_bytes));
+  options.write_timeout = absl::Seconds(absl::GetFlag(FLAGS_write_timeout_seconds));
   return options;
 }
 
-// The HTTP front end's options from the flags; /metrics renders `registry`, /ready follows `stopping`.
+// The HTTP front end's options from the flags (keys and accounting set by Run); /metrics renders
+// `registry`.
 mcserve::server::HttpServerOptions HttpOptionsFromFlags(const std::string& model_name,
-                                                        mcserve::server::Registry* registry,
-                                                        const std::atomic<bool>* stopping) {
+                                                        mcserve::server::Registry* registry) {
   mcserve::server::HttpServerOptions options;
   options.host = absl::GetFlag(FLAGS_host);
   options.port = absl::GetFlag(FLAGS_http_port);
   options.model_name = model_name;
-  options.api_keys = mcserve::server::ApiKeys::Single(absl::GetFlag(FLAGS_api_key));
   options.tls_cert = absl::GetFlag(FLAGS_tls_cert);
   options.tls_key = absl::GetFlag(FLAGS_tls_key);
   options.limits.max_tokens_limit = absl::GetFlag(FLAGS_max_tokens_limit);
   options.write_timeout = absl::Seconds(absl::GetFlag(FLAGS_write_timeout_seconds));
   options.max_body_bytes = absl::GetFlag(FLAGS_max_request_bytes);
-  options.ready = [stopping] { return !stopping->load(); };
   options.metrics = [registry] { return registry->Render(); };
   return options;
 }
 
-// Blocks until SIGTERM / SIGINT, then stops gracefully: health NOT_SERVING and /ready 503 first,
-// running streams get --shutdown-grace-seconds, the rest are cancelled.
+// Blocks until SIGTERM / SIGINT, then stops gracefully: both front ends stop admitting at once
+// (gRPC health NOT_SERVING and UNAVAILABLE; HTTP /ready and new completions 503), requests in flight
+// on either get --shutdown-grace-seconds, the rest are cancelled, and every connection is closed.
 void ServeUntilSignal(mcserve::server::GrpcServer& grpc_server, mcserve::server::HttpServer& http_server,
-                      engine::Engine& eng, std::atomic<bool>& stopping) {
+                      engine::Engine& eng) {
   unsigned char sig = 0;
   while (read(g_signal_pipe[0], &sig, 1) != 1) {
   }
   std::fprintf(stderr, "mcserve: %s: shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
-  grpc_server.StopAdmitting();  // health NOT_SERVING, new requests UNAVAILABLE
-  stopping = true;              // HTTP /ready turns 503
+  grpc_server.StopAdmitting();
+  http_server.StopAdmitting();
   const absl::Time grace_end = absl::Now() + absl::Seconds(absl::GetFlag(FLAGS_shutdown_grace_seconds));
-  while (grpc_server.active_streams() > 0 && absl::Now() < grace_end) absl::SleepFor(absl::Milliseconds(20));
+  while (grpc_server.active_streams() + http_server.active_requests() > 0 && absl::Now() < grace_end) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
   eng.Shutdown();  // cancels what is left: every stream gets its final (cancelled) response
   grpc_server.Shutdown(absl::Seconds(5));
-  http_server.Stop();
+  http_server.Stop();  // closes every connection, idle and slow ones too
 }
 
 absl::Status Run() {
@@ -287,19 +299,25 @@ absl::Status Run() {
   MCSERVE_ASSIGN_OR_RETURN(auto eng, engine::Engine::Create(std::move(runner), &model->tokenizer(), engine_options));
   registry.AddRenderHook([e = eng.get(), m = metrics.get()] { m->UpdateFromEngineStats(e->Stats()); });
 
+  MCSERVE_ASSIGN_OR_RETURN(mcserve::server::ApiKeys api_keys, ApiKeysFromFlags());
+  MCSERVE_ASSIGN_OR_RETURN(auto caller_metrics,
+                           mcserve::server::CallerMetrics::Create(registry, model_name, api_keys.names()));
   MCSERVE_ASSIGN_OR_RETURN(mcserve::server::GrpcServerOptions grpc_options, GrpcOptionsFromFlags(dir));
+  grpc_options.api_keys = api_keys;
+  grpc_options.accounting = caller_metrics.get();
   MCSERVE_ASSIGN_OR_RETURN(mcserve::server::StartGrpcServerFn start_grpc, LoadGrpcServerModule());
   MCSERVE_ASSIGN_OR_RETURN(auto grpc_server, start_grpc(eng.get(), model.get(), grpc_options));
-  std::atomic<bool> stopping{false};
+  mcserve::server::HttpServerOptions http_options = HttpOptionsFromFlags(model_name, &registry);
+  http_options.api_keys = std::move(api_keys);
+  http_options.accounting = caller_metrics.get();
   MCSERVE_ASSIGN_OR_RETURN(auto http_server,
-                           mcserve::server::HttpServer::Start(eng.get(), &model->tokenizer(),
-                                                              HttpOptionsFromFlags(model_name, &registry, &stopping)));
+                           mcserve::server::HttpServer::Start(eng.get(), &model->tokenizer(), std::move(http_options)));
   std::printf("mcserve listening grpc=%s http=%s\n", HostPort(grpc_options.host, grpc_server->port()).c_str(),
               HostPort(grpc_options.host, http_server->port()).c_str());
   std::fflush(stdout);
   std::fprintf(stderr, "mcserve: serving %s on %d state slots\n", dir.c_str(), eng->EffectiveConcurrency());
 
-  ServeUntilSignal(*grpc_server, *http_server, *eng, stopping);
+  ServeUntilSignal(*grpc_server, *http_server, *eng);
   grpc_server.reset();
   std::fprintf(stderr, "mcserve: stopped\n");
   return absl::OkStatus();

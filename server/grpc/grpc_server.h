@@ -1,11 +1,12 @@
-// GrpcServer: the whole gRPC front end (Generation + grpc.health.v1.Health + reflection) behind a
-// small interface, built as a loadable module (libmcserve_grpc_module.so).
+// GrpcServer: the whole gRPC front end (Generation + grpc.health.v1.Health + reflection v1 and
+// v1alpha) behind a small interface, built as a loadable module (libmcserve_grpc_module.so).
 //
 // Why a module: Debian 12's libsentencepiece (the engine's tokenizer) exports its own bundled
 // protobuf-lite 3.14, whose symbols collide with libprotobuf 3.21's (gRPC's): whichever library the
 // dynamic linker sees first serves both, and either order crashes. The binary therefore links no
 // protobuf; it loads this module with RTLD_DEEPBIND (LoadGrpcServerModule), so protobuf and gRPC
 // bind to each other first, while engine symbols come from the binary (built with exported symbols).
+// What crosses the boundary (GrpcServerOptions, GrpcServer) is plain C++ types and virtual interfaces.
 #pragma once
 
 #include <memory>
@@ -15,6 +16,8 @@
 #include "absl/time/time.h"
 #include "engine/runner/model.h"
 #include "engine/serving/engine.h"
+#include "server/common/api_keys.h"
+#include "server/common/caller_accounting.h"
 
 namespace mcserve::server {
 
@@ -28,12 +31,16 @@ struct GrpcServerOptions {
   std::string model_path;
   uint32_t max_tokens_limit = 4096;
   int64_t max_prompt_tokens = 1 << 20;
-  std::string api_key;
+  ApiKeys api_keys;                         // none: no authentication (health never needs a key)
+  CallerAccounting* accounting = nullptr;  // per-caller counts; may be null; must outlive the server
   std::string version;
   // Requests larger than this get INVALID_ARGUMENT naming the limit; gRPC itself drops anything over
   // kTransportLimitFactor times it (RESOURCE_EXHAUSTED) without reading it all.
   size_t max_request_bytes = 4 << 20;
   static constexpr size_t kTransportLimitFactor = 4;
+  // The engine's write timeout (--write-timeout-seconds): a stream whose write has waited longer
+  // when more output arrives is cancelled. Zero or infinite: never.
+  absl::Duration write_timeout = absl::Seconds(60);
 };
 
 // A running server. Any thread.
