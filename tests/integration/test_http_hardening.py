@@ -161,6 +161,8 @@ def test_compressed_bomb_without_the_key_is_refused_before_inflating(bomb):
         status, _ = request(s.addr, "POST", "/v1/completions", bomb,
                             ("Content-Encoding: gzip", "Authorization: Bearer k3y"))
         assert status == 413
+        status, body = request(s.addr, "GET", "/metrics", headers=("Authorization: Bearer k3y",))
+        assert status == 200 and re.search(rb"^mcserve:unauthenticated_requests_total(\{[^}]*\})? 2$", body, re.M), body
     finally:
         s.stop()
 

@@ -35,7 +35,9 @@ TEST_F(HttpServerLifecycleTest, ActiveRequestsCountsStreamedAndPlainCompletions)
 }
 
 TEST_F(HttpServerLifecycleTest, StopAdmittingRefusesNewCompletionsWhileRunningOnesFinish) {
-  RawConnection running(port());
+  // Not read until the end: its small receive buffer fills and keeps it running (backpressure)
+  // however fast the model is.
+  RawConnection running(port(), /*receive_buffer=*/2048);
   ASSERT_TRUE(running.Send(
       CompletionRequest(R"({"prompt": "The cat", "max_tokens": 400, "ignore_eos": true, "stream": true})")));
   ASSERT_TRUE(Eventually([&] { return http_->active_requests() == 1; }));
