@@ -39,7 +39,7 @@ TEST_F(HttpServerLifecycleTest, StopAdmittingRefusesNewCompletionsWhileRunningOn
   // however fast the model is.
   RawConnection running(port(), /*receive_buffer=*/2048);
   ASSERT_TRUE(running.Send(
-      CompletionRequest(R"({"prompt": "The cat", "max_tokens": 400, "ignore_eos": true, "stream": true})")));
+      CompletionRequest(R"({"prompt": "The cat", "max_tokens": 4000, "ignore_eos": true, "stream": true})")));
   ASSERT_TRUE(Eventually([&] { return http_->active_requests() == 1; }));
   http_->StopAdmitting();
   const HttpReply refused = Post(port(), "/v1/completions", R"({"prompt": "hi", "max_tokens": 2})");
