@@ -10,7 +10,6 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -22,6 +21,7 @@ if not SERVER:
     pytest.skip("MCSERVE_SERVER not set (run: ctest -R mcserve_grpc_hardening)", allow_module_level=True)
 
 import grpc  # noqa: E402  (Debian's python3-grpcio)
+import grpc_stubs  # noqa: E402
 from google.protobuf import descriptor_pb2  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -47,12 +47,8 @@ def pb(tmp_path_factory):
     named `grpc` shadows grpcio's (v1alpha is the same on the wire)."""
     out = tmp_path_factory.mktemp("stubs")
     shutil.copy(os.path.join(PROTO_DIR, "grpc", "reflection", "v1", "reflection.proto"), out / "mcserve_test_reflection.proto")
-    plugin = "--plugin=protoc-gen-grpc=/usr/bin/grpc_python_plugin"
-    subprocess.run(["protoc", f"-I{PROTO_DIR}", f"--python_out={out}", f"--grpc_out={out}", plugin,
-                    os.path.join(PROTO_DIR, "mcserve", "v1", "generation.proto")], check=True)
+    generation_pb2, generation_pb2_grpc = grpc_stubs.generate(out, PROTO_DIR)
     subprocess.run(["protoc", f"-I{out}", f"--python_out={out}", str(out / "mcserve_test_reflection.proto")], check=True)
-    sys.path.insert(0, str(out))
-    from mcserve.v1 import generation_pb2, generation_pb2_grpc
     import mcserve_test_reflection_pb2
     return generation_pb2, generation_pb2_grpc, mcserve_test_reflection_pb2
 

@@ -10,7 +10,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import threading
 import time
 import urllib.request
@@ -22,6 +21,7 @@ if not SERVER:
     pytest.skip("MCSERVE_SERVER not set (run: ctest -R mcserve_grpc_integration)", allow_module_level=True)
 
 import grpc  # noqa: E402  (Debian's python3-grpcio)
+import grpc_stubs  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RUN = os.environ.get("MCSERVE_RUN", os.path.join(ROOT, "build", "tools", "mcserve-run"))
@@ -34,13 +34,7 @@ LIMIT = 20000  # long requests run for seconds unless aborted
 
 @pytest.fixture(scope="module")
 def pb(tmp_path_factory):
-    out = tmp_path_factory.mktemp("stubs")
-    subprocess.run(["protoc", f"-I{PROTO_DIR}", f"--python_out={out}", f"--grpc_out={out}",
-                    "--plugin=protoc-gen-grpc=/usr/bin/grpc_python_plugin",
-                    os.path.join(PROTO_DIR, "mcserve", "v1", "generation.proto")], check=True)
-    sys.path.insert(0, str(out))
-    from mcserve.v1 import generation_pb2, generation_pb2_grpc
-    return generation_pb2, generation_pb2_grpc
+    return grpc_stubs.generate(tmp_path_factory.mktemp("stubs"), PROTO_DIR)
 
 
 class Server:

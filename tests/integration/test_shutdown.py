@@ -17,7 +17,6 @@ import re
 import signal
 import socket
 import subprocess
-import sys
 import time
 
 import pytest
@@ -27,6 +26,7 @@ if not SERVER:
     pytest.skip("MCSERVE_SERVER not set (run: ctest -R mcserve_shutdown_integration)", allow_module_level=True)
 
 import grpc  # noqa: E402  (Debian's python3-grpcio)
+import grpc_stubs  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PROTO_DIR = os.environ.get("MCSERVE_PROTO_DIR", os.path.join(ROOT, "proto"))
@@ -37,13 +37,7 @@ LIMIT = 100000
 
 @pytest.fixture(scope="module")
 def pb(tmp_path_factory):
-    out = tmp_path_factory.mktemp("stubs")
-    subprocess.run(["protoc", f"-I{PROTO_DIR}", f"--python_out={out}", f"--grpc_out={out}",
-                    "--plugin=protoc-gen-grpc=/usr/bin/grpc_python_plugin",
-                    os.path.join(PROTO_DIR, "mcserve", "v1", "generation.proto")], check=True)
-    sys.path.insert(0, str(out))
-    from mcserve.v1 import generation_pb2, generation_pb2_grpc
-    return generation_pb2, generation_pb2_grpc
+    return grpc_stubs.generate(tmp_path_factory.mktemp("stubs"), PROTO_DIR)
 
 
 class Server:
