@@ -30,14 +30,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/status_macros.h"
+#include "cli/flag_values.h"
+#include "cli/mc_flags.h"
 #include "engine/runner/model.h"
 #include "engine/serving/engine.h"
 #include "engine/serving/recurrent_runner.h"
-#include "kernels/core/status_macros.h"
-#include "kernels/cuda/device_runtime.h"
 #include "server/grpc/grpc_server.h"
 #include "server/http/http_server.h"
-#include "tools/common/mc_flags.h"
 #include "server/metrics/caller_metrics.h"
 #include "server/metrics/mcserve_metrics.h"
 #include "server/metrics/metrics.h"
@@ -122,9 +122,7 @@ absl::StatusOr<std::string> ReadFile(const std::string& flag, const std::string&
 
 // --device, resolved: the default is cuda when a GPU is usable, else cpu.
 absl::StatusOr<mcserve::kernels::Device> ChosenDevice() {
-  auto device = mcserve::kernels::DeviceFromName(absl::GetFlag(FLAGS_device));
-  if (!device.ok()) return mcserve::tools::ForFlag("device", device.status());
-  return *device;
+  return mcserve::cli::DeviceFromFlagValue(absl::GetFlag(FLAGS_device));
 }
 
 // The gRPC module (see server/grpc/grpc_server.h): next to the binary, else where it was built.
@@ -187,11 +185,11 @@ absl::Status CheckServingFlags() {
 absl::StatusOr<engine::RecurrentRunnerOptions> RunnerOptionsFromFlags() {
   engine::RecurrentRunnerOptions options;
   options.num_slots = absl::GetFlag(FLAGS_max_slots);
-  MCSERVE_ASSIGN_OR_RETURN(options.checkpoints, mcserve::tools::CheckpointOptionsFromFlags());
+  MCSERVE_ASSIGN_OR_RETURN(options.checkpoints, mcserve::cli::CheckpointOptionsFromFlags());
   options.prefix_caching = absl::GetFlag(FLAGS_prefix_caching);
   options.prefix_block = absl::GetFlag(FLAGS_prefix_block);
   auto prefix_bytes = engine::BudgetBytesFromMib(absl::GetFlag(FLAGS_prefix_cache_mib));
-  if (!prefix_bytes.ok()) return mcserve::tools::ForFlag("prefix-cache-mib", prefix_bytes.status());
+  if (!prefix_bytes.ok()) return mcserve::cli::ForFlag("prefix-cache-mib", prefix_bytes.status());
   options.prefix_cache_bytes = *prefix_bytes;
   return options;
 }
@@ -207,7 +205,7 @@ std::string ModelName(const std::string& dir) {
 absl::StatusOr<mcserve::server::ApiKeys> ApiKeysFromFlags() {
   if (const std::string key_file = absl::GetFlag(FLAGS_api_key_file); !key_file.empty()) {
     auto keys = mcserve::server::ApiKeys::FromFile(key_file);
-    if (!keys.ok()) return mcserve::tools::ForFlag("api-key-file", keys.status());
+    if (!keys.ok()) return mcserve::cli::ForFlag("api-key-file", keys.status());
     return keys;
   }
   return mcserve::server::ApiKeys::Single(absl::GetFlag(FLAGS_api_key));
@@ -279,7 +277,7 @@ absl::Status Run() {
   // --mc-* flags override the model's memory_caching (post-training Memory Caching).
   MCSERVE_ASSIGN_OR_RETURN(auto model, engine::Model::Load(dir, {.device = device,
                                                                  .num_threads = absl::GetFlag(FLAGS_threads),
-                                                                 .mc_overrides = mcserve::tools::McOverridesFromFlags()}));
+                                                                 .mc_overrides = mcserve::cli::McOverridesFromFlags()}));
   MCSERVE_ASSIGN_OR_RETURN(engine::RecurrentRunnerOptions runner_options, RunnerOptionsFromFlags());
   MCSERVE_ASSIGN_OR_RETURN(auto runner, engine::RecurrentRunner::Create(model.get(), runner_options));
 
@@ -376,7 +374,7 @@ int main(int argc, char** argv) {
 
   absl::FlagsUsageConfig usage;
   usage.contains_help_flags = [](absl::string_view file) {
-    return absl::EndsWith(file, "server/main.cc") || absl::EndsWith(file, "tools/common/mc_flags.cc");
+    return absl::EndsWith(file, "server/main.cc") || absl::EndsWith(file, "cli/mc_flags.cc");
   };
   absl::SetFlagsUsageConfig(usage);
   absl::SetProgramUsageMessage(

@@ -7,7 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "kernels/core/status_macros.h"
+#include "base/status_macros.h"
 #include "engine/model/sentencepiece_adapter.h"
 
 namespace mcserve::engine {

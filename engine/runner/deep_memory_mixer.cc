@@ -7,7 +7,7 @@
 #include "engine/runner/deep_rule.h"
 #include "engine/runner/mixer.h"
 #include "engine/runner/qkv_pipeline.h"
-#include "kernels/core/status_macros.h"
+#include "base/status_macros.h"
 #include "kernels/deep_memory/deep_memory.h"
 
 namespace mcserve::engine {

@@ -3,7 +3,7 @@
 
 #include <vector>
 
-#include "kernels/core/status_macros.h"
+#include "base/status_macros.h"
 #include "kernels/deep_memory/deep_mc_readout.h"
 
 namespace mcserve::engine {

@@ -2,7 +2,7 @@
 // DeltaNet is the case without decay.
 #include "engine/runner/mixer.h"
 #include "engine/runner/qkv_pipeline.h"
-#include "kernels/core/status_macros.h"
+#include "base/status_macros.h"
 #include "kernels/gate/gate.h"
 
 namespace mcserve::engine {

@@ -1,7 +1,7 @@
 #include "engine/runner/generate.h"
 
 #include "absl/strings/str_cat.h"
-#include "kernels/core/status_macros.h"
+#include "base/status_macros.h"
 
 namespace mcserve::engine {
 

@@ -3,7 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/runner/mixer.h"
 #include "engine/runner/qkv_pipeline.h"
-#include "kernels/core/status_macros.h"
+#include "base/status_macros.h"
 #include "kernels/feature_map/feature_map.h"
 
 namespace mcserve::engine {

@@ -3,7 +3,7 @@
 
 #include "engine/runner/memory_rule.h"
 #include "engine/runner/mixer_ops.h"
-#include "kernels/core/status_macros.h"
+#include "base/status_macros.h"
 #include "kernels/mc_readout/mc_readout.h"
 
 namespace mcserve::engine {

@@ -3,7 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/mc/segmentation.h"
 #include "engine/runner/mixer_ops.h"
-#include "kernels/core/status_macros.h"
+#include "base/status_macros.h"
 #include "kernels/elementwise/elementwise.h"
 #include "kernels/mc_pool/mc_pool.h"
 #include "kernels/linear_memory/linear_memory.h"

@@ -5,7 +5,7 @@
 // all-resident read-out keeps.
 #include <algorithm>
 
-#include "kernels/core/status_macros.h"
+#include "base/status_macros.h"
 #include "kernels/mc_route/mc_route.h"
 #include "engine/runner/memory_stage.h"
 

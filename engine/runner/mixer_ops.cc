@@ -1,7 +1,7 @@
 #include "engine/runner/mixer_ops.h"
 
 #include "absl/strings/str_cat.h"
-#include "kernels/core/status_macros.h"
+#include "base/status_macros.h"
 #include "kernels/embedding/embedding.h"
 #include "kernels/l2_norm/l2_norm.h"
 #include "kernels/linear/linear.h"

@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/runner/mixer_ops.h"
-#include "kernels/core/status_macros.h"
+#include "base/status_macros.h"
 #include "kernels/elementwise/elementwise.h"
 #include "kernels/embedding/embedding.h"
 #include "kernels/linear/linear.h"

@@ -2,7 +2,7 @@
 // step size θ and retention α.
 #include "engine/runner/mixer.h"
 #include "engine/runner/qkv_pipeline.h"
-#include "kernels/core/status_macros.h"
+#include "base/status_macros.h"
 
 namespace mcserve::engine {
 namespace {

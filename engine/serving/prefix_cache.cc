@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/core/status_macros.h"
+#include "base/status_macros.h"
 
 namespace mcserve::engine {
 namespace {

@@ -3,7 +3,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/core/status_macros.h"
+#include "base/status_macros.h"
 #include "kernels/core/validate.h"
 
 namespace mcserve::kernels {

@@ -7,9 +7,9 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "kernels/core/status_macros.h"
+#include "base/status_macros.h"
 #include "kernels/core/tensor_data.h"
-#include "kernels/cuda/device_runtime.h"
+#include "kernels/core/device_runtime.h"
 
 namespace mcserve::kernels {
 namespace {

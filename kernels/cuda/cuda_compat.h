@@ -16,7 +16,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "kernels/cuda/device_runtime.h"
+#include "kernels/core/device_runtime.h"
 
 #if defined(__CUDACC__)
 

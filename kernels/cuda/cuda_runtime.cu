@@ -25,10 +25,10 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "kernels/core/dtype.h"
-#include "kernels/core/status_macros.h"
+#include "base/status_macros.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_runtime.h"
-#include "kernels/cuda/device_runtime.h"
+#include "kernels/core/device_runtime.h"
 #include "kernels/cuda/size_class.h"
 
 namespace mcserve::kernels::internal {

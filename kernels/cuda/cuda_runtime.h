@@ -3,7 +3,7 @@
 #pragma once
 
 #include "absl/status/statusor.h"
-#include "kernels/cuda/device_runtime.h"
+#include "kernels/core/device_runtime.h"
 
 namespace mcserve::kernels::internal {
 

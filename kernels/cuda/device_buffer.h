@@ -6,7 +6,7 @@
 #include <cstddef>
 
 #include "absl/status/status.h"
-#include "kernels/cuda/device_runtime.h"
+#include "kernels/core/device_runtime.h"
 
 namespace mcserve::kernels {
 

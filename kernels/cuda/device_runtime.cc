@@ -1,5 +1,5 @@
 // RuntimeFor: the device runtime of a tensor device.
-#include "kernels/cuda/device_runtime.h"
+#include "kernels/core/device_runtime.h"
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cuda/emu/emu_device_runtime.h"

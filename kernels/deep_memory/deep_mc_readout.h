@@ -15,7 +15,7 @@
 // token of a sequence would see the chunk's final weights, so soup prefill runs token by token.
 // Inputs a kind does not read are ignored, as in McReadout (u, online_pool for kSum; online for kSoup;
 // online_memory and layout for all but kSoup).
-// Scheduler thread.
+// Any thread; calls sharing a Context.pool must not overlap.
 #pragma once
 
 #include <span>
@@ -58,7 +58,7 @@ struct DeepMcReadoutArgs {
   Tensor* out = nullptr;                  // [T, H, d] F32 (may alias online, kSoup too)
 };
 
-// Computes out for every token and head on ctx.device. Scheduler thread.
+// Computes out for every token and head on ctx.device. Any thread; calls sharing a Context.pool must not overlap.
 absl::Status DeepMcReadout(const Context& ctx, const DeepMcReadoutArgs& args);
 
 namespace internal {

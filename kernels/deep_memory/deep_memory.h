@@ -48,7 +48,8 @@ struct DeepMemoryArgs {
   Tensor* out = nullptr;                 // [T, H, d] F32: o_t
 };
 
-// Runs the update-then-read scan above on ctx.device. Scheduler thread.
+// Runs the update-then-read scan above on ctx.device.
+// Any thread; calls sharing a Context.pool must not overlap.
 absl::Status DeepMemory(const Context& ctx, const DeepMemoryArgs& args);
 
 // Adds memory[s] into sum[s] for each slot s of slot_ids: the running sum of checkpoint weights that
@@ -59,7 +60,8 @@ struct DeepMemoryAccumulateArgs {
   Tensor* sum = nullptr;             // [num_slots, H, P] F32, in/out
 };
 
-// sum[slot_ids[i]] += memory[slot_ids[i]] for every i, on ctx.device. Scheduler thread.
+// sum[slot_ids[i]] += memory[slot_ids[i]] for every i, on ctx.device.
+// Any thread; calls sharing a Context.pool must not overlap.
 absl::Status DeepMemoryAccumulate(const Context& ctx, const DeepMemoryAccumulateArgs& args);
 
 namespace internal {

@@ -1,4 +1,4 @@
-// Element-wise ops: activations, residual add, SwiGLU. Scheduler thread.
+// Element-wise ops: activations, residual add, SwiGLU. Any thread; calls sharing a Context.pool must not overlap.
 #pragma once
 
 #include "absl/status/status.h"

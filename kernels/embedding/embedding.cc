@@ -4,7 +4,7 @@
 #include "kernels/core/tensor_data.h"
 #include "kernels/embedding/embedding_math.h"
 #include "kernels/core/dispatch.h"
-#include "kernels/core/status_macros.h"
+#include "base/status_macros.h"
 #include "kernels/core/validate.h"
 
 namespace mcserve::kernels {

@@ -1,4 +1,4 @@
-// Embedding: gathers rows of an embedding table by token id. Scheduler thread.
+// Embedding: gathers rows of an embedding table by token id. Any thread; calls sharing a Context.pool must not overlap.
 #pragma once
 
 #include "absl/status/status.h"

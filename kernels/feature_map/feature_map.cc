@@ -1,7 +1,7 @@
 #include "kernels/feature_map/feature_map.h"
 
 #include "absl/strings/str_cat.h"
-#include "kernels/core/status_macros.h"
+#include "base/status_macros.h"
 #include "kernels/feature_map/feature_map_math.h"
 #include "kernels/core/dispatch.h"
 #include "kernels/core/validate.h"

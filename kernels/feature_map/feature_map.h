@@ -1,5 +1,5 @@
 // FeatureMap: fla's linear-attention feature maps φ, applied per head (fla/modules/feature_map.py).
-// Scheduler thread.
+// Any thread; calls sharing a Context.pool must not overlap.
 #pragma once
 
 #include "absl/status/status.h"

@@ -6,11 +6,11 @@
 #include <cstdint>
 
 #include "kernels/core/dtype.h"
-#include "kernels/core/status_macros.h"
+#include "base/status_macros.h"
 #include "kernels/core/tensor_data.h"
 #include "kernels/cuda/cuda_compat.h"
 #include "kernels/cuda/load_widened.h"
-#include "kernels/cuda/device_runtime.h"
+#include "kernels/core/device_runtime.h"
 #include "kernels/feature_map/feature_map.h"
 #include "kernels/feature_map/feature_map_math.h"
 

@@ -1,5 +1,5 @@
 // Gate: the per-token decay factors of the recurrent families, computed from projections.
-// Scheduler thread.
+// Any thread; calls sharing a Context.pool must not overlap.
 #pragma once
 
 #include "absl/status/status.h"

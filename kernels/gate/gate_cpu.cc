@@ -1,7 +1,7 @@
 // CPU Gate: per-element decay factors; threaded over rows (tokens) when the tensor is large.
 #include <vector>
 
-#include "kernels/core/status_macros.h"
+#include "base/status_macros.h"
 #include "kernels/core/tensor_data.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/gate/gate.h"

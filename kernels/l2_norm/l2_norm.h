@@ -1,5 +1,6 @@
 // Row normalisation of q/k vectors: L2 (x / sqrt(Σx² + eps), fla's l2norm) or
-// sum (x / (Σx + eps), fla's sum_norm). Optionally scales the result. Scheduler thread.
+// sum (x / (Σx + eps), fla's sum_norm). Optionally scales the result.
+// Any thread; calls sharing a Context.pool must not overlap.
 #pragma once
 
 #include "absl/status/status.h"

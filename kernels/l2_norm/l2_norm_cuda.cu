@@ -10,7 +10,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "kernels/core/status_macros.h"
+#include "base/status_macros.h"
 #include "kernels/core/tensor_data.h"
 #include "kernels/cuda/cuda_compat.h"
 #include "kernels/cuda/block_reduce.h"

@@ -1,5 +1,6 @@
 // Linear: out = x · wᵀ (+ out when accumulating); the projection, MLP and logits GEMM.
-// CPU: OpenBLAS sgemm for F32 weights, a blocked kernel for BF16/F16 weights. Scheduler thread.
+// CPU: OpenBLAS sgemm for F32 weights, a blocked kernel for BF16/F16 weights.
+// Any thread; calls sharing a Context.pool must not overlap.
 #pragma once
 
 #include "absl/status/status.h"

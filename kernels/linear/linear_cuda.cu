@@ -23,10 +23,10 @@
 #include <cstdint>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/core/status_macros.h"
+#include "base/status_macros.h"
 #include "kernels/core/tensor_data.h"
 #include "kernels/cuda/cuda_compat.h"
-#include "kernels/cuda/device_runtime.h"
+#include "kernels/core/device_runtime.h"
 #include "kernels/linear/linear.h"
 #include "kernels/linear/linear_math.h"
 

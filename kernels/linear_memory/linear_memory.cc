@@ -4,7 +4,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/core/status_macros.h"
+#include "base/status_macros.h"
 #include "kernels/core/dispatch.h"
 #include "kernels/core/validate.h"
 

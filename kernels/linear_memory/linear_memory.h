@@ -1,6 +1,7 @@
 // LinearMemory: the recurrent update and read-out of every matrix-memory family, over a varlen
 // batch whose per-sequence memory lives in a state slot. State stays fp32, layout [K, V] per head
-// ("K-first"), read after the token's write: o_t = S_tᵀ q_t. Scheduler thread.
+// ("K-first"), read after the token's write: o_t = S_tᵀ q_t.
+// Any thread; calls sharing a Context.pool must not overlap.
 //
 // Heads: the state has Hs = max(Hq, Hk, Hv) heads; each of Hq, Hk, Hv divides Hs, and state head h
 // reads q head h / (Hs / Hq), k head h / (Hs / Hk), v head h / (Hs / Hv) (fla's GQA and GVA).

@@ -16,7 +16,7 @@
 // K is limited to kMaxKLimit (thread-local columns); larger heads report Unimplemented.
 #include <cstdint>
 
-#include "kernels/core/status_macros.h"
+#include "base/status_macros.h"
 #include "kernels/core/tensor_data.h"
 #include "kernels/cuda/cuda_compat.h"
 #include "kernels/linear_memory/linear_memory.h"

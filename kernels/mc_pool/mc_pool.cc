@@ -1,7 +1,7 @@
 #include "kernels/mc_pool/mc_pool.h"
 
 #include "absl/strings/str_cat.h"
-#include "kernels/core/status_macros.h"
+#include "base/status_macros.h"
 #include "kernels/core/dispatch.h"
 #include "kernels/core/validate.h"
 

@@ -1,6 +1,7 @@
 // McSegmentPool: Memory Caching's pooled key of each sequence's open segment, per token
 // (docs/memory-caching.md): the mean (or sum) of the keys of the segment's tokens up to and
-// including the token, per state head, with constant-size segments. Scheduler thread.
+// including the token, per state head, with constant-size segments.
+// Any thread; calls sharing a Context.pool must not overlap.
 #pragma once
 
 #include "absl/status/status.h"

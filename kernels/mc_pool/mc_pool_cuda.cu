@@ -7,7 +7,7 @@
 // leaves the state alone) for a position outside [1, 2^L) rather than indexing out of range.
 #include <cstdint>
 
-#include "kernels/core/status_macros.h"
+#include "base/status_macros.h"
 #include "kernels/core/tensor_data.h"
 #include "kernels/cuda/cuda_compat.h"
 #include "kernels/mc_pool/mc_pool.h"

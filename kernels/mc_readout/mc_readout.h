@@ -5,7 +5,7 @@
 //   kSoftmax:     γ = softmax(⟨u,pool_i⟩ …, ⟨u,pool_on⟩), y = γ_on·o_on + Σ γ_i·o_i      (GRM, soup)
 //   kTopKSoftmax: keep the top_k pages by ⟨u,pool_i⟩ (ties: lower list position), then as kSoftmax (SSC)
 // Pages are only read, never copied; the list per token is explicit so that the serving engine can
-// hand SSC only the pages it staged. Scheduler thread.
+// hand SSC only the pages it staged. Any thread; calls sharing a Context.pool must not overlap.
 #pragma once
 
 #include <span>

@@ -3,7 +3,8 @@
 // the top_k exactly as McReadout's kTopKSoftmax does (higher score first, ties to the lower list
 // position, n ≤ top_k keeps all), so that the serving engine can stage only the selected pages
 // before the read-out: McReadout run afterwards on each token's list reduced to (a superset of) the
-// selected pages, in the original order, keeps the same pages. Scheduler thread.
+// selected pages, in the original order, keeps the same pages.
+// Any thread; calls sharing a Context.pool must not overlap.
 #pragma once
 
 #include <span>

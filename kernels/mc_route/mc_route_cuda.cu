@@ -7,11 +7,11 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/core/status_macros.h"
+#include "base/status_macros.h"
 #include "kernels/core/tensor_data.h"
 #include "kernels/cuda/cuda_compat.h"
 #include "kernels/cuda/device_buffer.h"
-#include "kernels/cuda/device_runtime.h"
+#include "kernels/core/device_runtime.h"
 #include "kernels/mc_route/mc_route.h"
 #include "kernels/mc_route/mc_route_math.h"
 

@@ -1,6 +1,6 @@
 // RmsNorm: out = x · rsqrt(mean(x²) + eps) · w, per row, in fp32; optionally gated
 // (fla FusedRMSNormGated with swish: out *= g · sigmoid(g)). Per-head norms pass rows = T·heads.
-// Scheduler thread.
+// Any thread; calls sharing a Context.pool must not overlap.
 #pragma once
 
 #include "absl/status/status.h"

@@ -1,7 +1,7 @@
 // CPU RmsNorm: rows are independent; threaded over rows when the tensor is large.
 #include <vector>
 
-#include "kernels/core/status_macros.h"
+#include "base/status_macros.h"
 #include "kernels/core/tensor_data.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/rms_norm/rms_norm.h"

@@ -1,7 +1,7 @@
 #include "kernels/short_conv/short_conv.h"
 
 #include "absl/strings/str_cat.h"
-#include "kernels/core/status_macros.h"
+#include "base/status_macros.h"
 #include "kernels/core/tensor_data.h"
 #include "kernels/core/dispatch.h"
 #include "kernels/core/validate.h"

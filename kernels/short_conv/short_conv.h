@@ -1,6 +1,6 @@
 // ShortConv: fla's causal depthwise ShortConvolution, y_t = act(Σ_j w[d,j]·x_{t−W+1+j} (+ b[d])),
 // over a varlen batch whose per-sequence history (the last W−1 inputs) lives in a state slot.
-// Prefill chunks and one-token decode are the same call. Scheduler thread.
+// Prefill chunks and one-token decode are the same call. Any thread; calls sharing a Context.pool must not overlap.
 #pragma once
 
 #include "absl/status/status.h"

@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "kernels/core/dtype.h"
-#include "kernels/core/status_macros.h"
+#include "base/status_macros.h"
 #include "kernels/core/tensor_data.h"
 #include "kernels/cuda/cuda_compat.h"
 #include "kernels/cuda/load_widened.h"

@@ -1,6 +1,6 @@
 #include "server/metrics/caller_metrics.h"
 
-#include "kernels/core/status_macros.h"
+#include "base/status_macros.h"
 
 namespace mcserve::server {
 namespace {

@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "kernels/core/status_macros.h"
+#include "base/status_macros.h"
 
 namespace mcserve::server {
 namespace {

@@ -12,11 +12,11 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "kernels/core/status_macros.h"
+#include "base/status_macros.h"
 #include "nlohmann/json.hpp"
-#include "tools/common/command_line.h"
-#include "tools/common/mc_flags.h"
-#include "tools/common/model_flags.h"
+#include "cli/command_line.h"
+#include "cli/mc_flags.h"
+#include "cli/model_flags.h"
 #include "tools/eval/passkey.h"
 #include "tools/eval/passkey_prompt.h"
 #include "tools/eval/passkey_report.h"
@@ -45,6 +45,7 @@ ABSL_FLAG(std::string, json, "", "Also write every number and the settings as JS
 namespace {
 
 namespace tools = mcserve::tools;
+namespace cli = mcserve::cli;
 using mcserve::engine::Model;
 using nlohmann::json;
 
@@ -58,11 +59,11 @@ int Fail(const absl::Status& status) {
 // The model, device and Memory Caching settings of the run.
 json ModelSettings(const Model& model, const mcserve::engine::CheckpointStoreOptions& store) {
   const auto& mc = model.config().memory_caching;
-  return {{"model", tools::ModelDirFromFlags(kDefaultModel)},
+  return {{"model", cli::ModelDirFromFlags(kDefaultModel)},
           {"device", mcserve::kernels::DeviceName(model.context().device)},
-          {"threads", tools::ThreadsFromFlags()},
+          {"threads", cli::ThreadsFromFlags()},
           {"memory_caching", mc ? json(mcserve::engine::DescribeMcConfig(*mc)) : json(nullptr)},
-          {"mc_overrides", tools::McOverridesFromFlags()},
+          {"mc_overrides", cli::McOverridesFromFlags()},
           {"checkpoint_device_bytes", store.device_bytes},
           {"checkpoint_host_bytes", store.host_bytes},
           {"ssc_hot_pages", store.hot_pages}};
@@ -96,11 +97,11 @@ struct Evaluator {
 
 absl::StatusOr<Evaluator> LoadEvaluator() {
   Evaluator e;
-  MCSERVE_ASSIGN_OR_RETURN(e.model, tools::LoadModelFromFlags(kDefaultModel));
+  MCSERVE_ASSIGN_OR_RETURN(e.model, cli::LoadModelFromFlags(kDefaultModel));
   if (const auto& mc = e.model->config().memory_caching) {
     std::fprintf(stderr, "mcserve-eval: memory caching: %s\n", mcserve::engine::DescribeMcConfig(*mc).c_str());
   }
-  MCSERVE_ASSIGN_OR_RETURN(e.store, tools::CheckpointOptionsFromFlags());
+  MCSERVE_ASSIGN_OR_RETURN(e.store, cli::CheckpointOptionsFromFlags());
   MCSERVE_ASSIGN_OR_RETURN(e.pool, e.model->NewStatePool(1, e.store));
   MCSERVE_ASSIGN_OR_RETURN(e.slot, e.pool->Acquire());
   return e;
@@ -110,7 +111,7 @@ absl::StatusOr<Evaluator> LoadEvaluator() {
 absl::StatusOr<std::vector<int32_t>> FlagFileTokens(const Model& model, const char* flag, const std::string& path) {
   if (path.empty()) return absl::InvalidArgumentError(absl::StrCat("--", flag, " is required"));
   auto ids = tools::TokenizeTextFile(model.tokenizer(), path);
-  if (!ids.ok()) return tools::ForFlag(flag, ids.status());
+  if (!ids.ok()) return cli::ForFlag(flag, ids.status());
   return ids;
 }
 
@@ -146,7 +147,7 @@ absl::Status RunPasskey() {
     return absl::InvalidArgumentError(absl::StrCat("--depth: must be in [0, 1], got ", options.depth));
   }
   auto prompt_template = tools::PasskeyTemplateByName(absl::GetFlag(FLAGS_template));
-  if (!prompt_template.ok()) return tools::ForFlag("template", prompt_template.status());
+  if (!prompt_template.ok()) return cli::ForFlag("template", prompt_template.status());
   options.prompt_template = *prompt_template;
   MCSERVE_ASSIGN_OR_RETURN(Evaluator e, LoadEvaluator());
   MCSERVE_ASSIGN_OR_RETURN(std::vector<int32_t> haystack,
@@ -200,8 +201,8 @@ std::vector<char*> JoinJsonDash(std::vector<char*> args) {
 
 int main(int argc, char** argv) {
   std::vector<std::string> storage;
-  std::vector<char*> args = JoinJsonDash(tools::NormalizeFlagNames(argc, argv, &storage));
-  tools::SetToolUsage("tools/eval/",
+  std::vector<char*> args = JoinJsonDash(cli::NormalizeFlagNames(argc, argv, &storage));
+  cli::SetToolUsage("tools/eval/",
                       "mcserve-eval perplexity --text FILE --context N [--chunk C] [--max-windows W] [--bucket B]\n"
                       "       mcserve-eval passkey --haystack FILE --length N --depth D [--trials K] [--seed S] [--template T]\n"
                       "Both take --model, --device, --threads, the --mc-* flags and --json FILE|-.\n"

@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/runner/generate.h"
-#include "kernels/core/status_macros.h"
+#include "base/status_macros.h"
 #include "tools/eval/passkey_score.h"
 
 namespace mcserve::tools {

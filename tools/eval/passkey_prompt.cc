@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
-#include "kernels/core/status_macros.h"
+#include "base/status_macros.h"
 
 namespace mcserve::tools {
 namespace {

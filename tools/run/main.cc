@@ -10,10 +10,10 @@
 #include "engine/model/tokenizer.h"
 #include "engine/runner/generate.h"
 #include "engine/runner/model.h"
-#include "kernels/core/status_macros.h"
-#include "tools/common/command_line.h"
-#include "tools/common/mc_flags.h"
-#include "tools/common/model_flags.h"
+#include "base/status_macros.h"
+#include "cli/command_line.h"
+#include "cli/mc_flags.h"
+#include "cli/model_flags.h"
 
 ABSL_FLAG(std::string, prompt, "", "Prompt text (UTF-8)");
 ABSL_FLAG(int, max_tokens, 64, "Maximum number of tokens to generate");
@@ -23,7 +23,7 @@ ABSL_FLAG(int, top_k, 0, "Keep only the k most likely tokens; 0 = all");
 ABSL_FLAG(int64_t, seed, -1, "Random seed for reproducible sampling; -1 = random");
 ABSL_FLAG(int, prefill_chunk, 256, "Prompt tokens per prefill step");
 // --model, --device, --threads and the Memory Caching flags are shared with mcserve-eval:
-// tools/common/model_flags.cc and tools/common/mc_flags.cc.
+// cli/model_flags.cc and cli/mc_flags.cc.
 
 namespace {
 
@@ -33,7 +33,7 @@ int Fail(const absl::Status& status) {
 }
 
 int Run() {
-  auto model = mcserve::tools::LoadModelFromFlags(MCSERVE_DEFAULT_MODEL);
+  auto model = mcserve::cli::LoadModelFromFlags(MCSERVE_DEFAULT_MODEL);
   if (!model.ok()) return Fail(model.status());
   const auto& tokenizer = (*model)->tokenizer();
   auto prompt = tokenizer.Encode(absl::GetFlag(FLAGS_prompt), /*add_bos=*/true);
@@ -41,7 +41,7 @@ int Run() {
   if (const auto& mc = (*model)->config().memory_caching) {
     std::fprintf(stderr, "mcserve-run: memory caching: %s\n", mcserve::engine::DescribeMcConfig(*mc).c_str());
   }
-  auto store_options = mcserve::tools::CheckpointOptionsFromFlags();
+  auto store_options = mcserve::cli::CheckpointOptionsFromFlags();
   if (!store_options.ok()) return Fail(store_options.status());
   auto pool = (*model)->NewStatePool(1, *store_options);
   if (!pool.ok()) return Fail(pool.status());
@@ -89,8 +89,8 @@ int Run() {
 
 int main(int argc, char** argv) {
   std::vector<std::string> storage;
-  std::vector<char*> args = mcserve::tools::NormalizeFlagNames(argc, argv, &storage);
-  mcserve::tools::SetToolUsage("tools/run/", "mcserve-run --model DIR --prompt TEXT [--max-tokens N] [--temperature T] "
+  std::vector<char*> args = mcserve::cli::NormalizeFlagNames(argc, argv, &storage);
+  mcserve::cli::SetToolUsage("tools/run/", "mcserve-run --model DIR --prompt TEXT [--max-tokens N] [--temperature T] "
                                "[--top-p P] [--seed S] [--mc-aggregation A ...]: generate text offline and stream it to stdout.\n"
                                "Flags may be written with dashes or underscores (--max-tokens = --max_tokens).");
   absl::ParseCommandLine(static_cast<int>(args.size()), args.data());

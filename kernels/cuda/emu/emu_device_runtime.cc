@@ -16,7 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/core/dtype.h"
-#include "kernels/core/status_macros.h"
+#include "base/status_macros.h"
 #include "kernels/cuda/size_class.h"
 
 namespace mcserve::kernels::emu {

@@ -11,7 +11,7 @@
 
 #include "gtest/gtest.h"
 #include "kernels/core/dtype.h"
-#include "kernels/cuda/device_runtime.h"
+#include "kernels/core/device_runtime.h"
 #include "kernels/cuda/size_class.h"
 
 namespace mcserve::kernels::emu {

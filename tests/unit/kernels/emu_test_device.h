@@ -13,7 +13,7 @@
 
 #include "gtest/gtest.h"
 #include "kernels/core/dtype.h"
-#include "kernels/cuda/device_runtime.h"
+#include "kernels/core/device_runtime.h"
 #include "kernels/cuda/emu/emu.h"
 
 namespace mcserve::kernels {

@@ -12,7 +12,7 @@
 #include "gtest/gtest.h"
 #include "kernels/core/tensor.h"
 #include "kernels/core/tensor_data.h"
-#include "kernels/cuda/device_runtime.h"
+#include "kernels/core/device_runtime.h"
 #include "kernels/cuda/emu/emu.h"
 #include "random_inputs.h"
 #include "tests/unit/kernels/emu_test_device.h"

@@ -9,7 +9,7 @@
 
 #include "gtest/gtest.h"
 #include "kernels/core/tensor_data.h"
-#include "kernels/cuda/device_runtime.h"
+#include "kernels/core/device_runtime.h"
 #include "kernels/cuda/emu/emu.h"
 #include "kernels/feature_map/feature_map.h"
 #include "random_inputs.h"

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "kernels/core/tensor_data.h"
-#include "kernels/cuda/device_runtime.h"
+#include "kernels/core/device_runtime.h"
 #include "kernels/cuda/emu/emu.h"
 #include "kernels/rms_norm/rms_norm.h"
 #include "tests/unit/kernels/emu_test_util.h"

@@ -11,7 +11,7 @@
 
 #include "gtest/gtest.h"
 #include "kernels/core/tensor_data.h"
-#include "kernels/cuda/device_runtime.h"
+#include "kernels/core/device_runtime.h"
 #include "kernels/cuda/emu/emu.h"
 #include "kernels/short_conv/short_conv.h"
 #include "random_inputs.h"

@@ -2,7 +2,7 @@
 // and from the host only through explicit copies.
 #include "gtest/gtest.h"
 #include "kernels/core/tensor.h"
-#include "kernels/cuda/device_runtime.h"
+#include "kernels/core/device_runtime.h"
 
 namespace mcserve::kernels {
 namespace {

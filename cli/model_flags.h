@@ -9,9 +9,9 @@
 #include "absl/status/statusor.h"
 #include "engine/runner/model.h"
 #include "kernels/core/context.h"
-#include "tools/common/mc_flags.h"  // ForFlag
+#include "cli/mc_flags.h"  // ForFlag
 
-namespace mcserve::tools {
+namespace mcserve::cli {
 
 // --model, or `default_dir` when it was not given.
 std::string ModelDirFromFlags(const std::string& default_dir);
@@ -25,4 +25,4 @@ int ThreadsFromFlags();
 // Loads ModelDirFromFlags(default_dir) on DeviceFromFlags() with --threads and the --mc-* overrides.
 absl::StatusOr<std::unique_ptr<engine::Model>> LoadModelFromFlags(const std::string& default_dir);
 
-}  // namespace mcserve::tools
+}  // namespace mcserve::cli

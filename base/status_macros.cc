@@ -1,4 +1,4 @@
-#include "kernels/core/status_macros.h"
+#include "base/status_macros.h"
 
 #include <cstdio>
 #include <cstdlib>

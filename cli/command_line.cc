@@ -1,4 +1,4 @@
-#include "tools/common/command_line.h"
+#include "cli/command_line.h"
 
 #include <algorithm>
 
@@ -6,7 +6,7 @@
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
 
-namespace mcserve::tools {
+namespace mcserve::cli {
 
 std::vector<char*> NormalizeFlagNames(int argc, char** argv, std::vector<std::string>* storage) {
   storage->clear();
@@ -30,10 +30,10 @@ void SetToolUsage(const std::string& tool_dir, const std::string& usage_message)
   // absl would otherwise list only flags from a file named like the binary.
   absl::FlagsUsageConfig usage;
   usage.contains_help_flags = [tool_dir](absl::string_view file) {
-    return absl::StrContains(file, tool_dir) || absl::StrContains(file, "tools/common/");
+    return absl::StrContains(file, tool_dir) || absl::StrContains(file, "cli/");
   };
   absl::SetFlagsUsageConfig(usage);
   absl::SetProgramUsageMessage(usage_message);
 }
 
-}  // namespace mcserve::tools
+}  // namespace mcserve::cli

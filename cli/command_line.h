@@ -6,14 +6,14 @@
 #include <string>
 #include <vector>
 
-namespace mcserve::tools {
+namespace mcserve::cli {
 
 // argv with every "--flag-name[=value]" rewritten to absl's "--flag_name[=value]" (values are left
 // alone), so each flag may be written with dashes or underscores. The strings live in `storage`.
 std::vector<char*> NormalizeFlagNames(int argc, char** argv, std::vector<std::string>* storage);
 
-// Makes --help list the flags defined under `tool_dir` (e.g. "tools/eval/") and tools/common/,
+// Makes --help list the flags defined under `tool_dir` (e.g. "tools/eval/") and cli/,
 // and sets the usage message printed above them.
 void SetToolUsage(const std::string& tool_dir, const std::string& usage_message);
 
-}  // namespace mcserve::tools
+}  // namespace mcserve::cli

@@ -1,4 +1,4 @@
-#include "tools/common/mc_flags.h"
+#include "cli/mc_flags.h"
 
 #include <utility>
 
@@ -22,11 +22,7 @@ ABSL_FLAG(double, checkpoint_host_mib, -1, "Memory Caching checkpoints: MiB of t
 ABSL_FLAG(int, ssc_hot_pages, 32,
           "SSC: host-tier checkpoint pages kept staged on the device per layer between steps");
 
-namespace mcserve::tools {
-
-absl::Status ForFlag(const char* flag, const absl::Status& status) {
-  return absl::Status(status.code(), absl::StrCat("--", flag, ": ", status.message()));
-}
+namespace mcserve::cli {
 
 std::map<std::string, std::string> McOverridesFromFlags() {
   std::map<std::string, std::string> overrides;
@@ -57,4 +53,4 @@ absl::StatusOr<engine::CheckpointStoreOptions> CheckpointOptionsFromFlags() {
   return options;
 }
 
-}  // namespace mcserve::tools
+}  // namespace mcserve::cli

@@ -1,9 +1,8 @@
-#include "tools/common/model_flags.h"
+#include "cli/model_flags.h"
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
-#include "kernels/cuda/device_runtime.h"
-#include "tools/common/mc_flags.h"
+#include "cli/mc_flags.h"
 
 ABSL_FLAG(std::string, model, "", "Model directory (config.json, model.safetensors, tokenizer.model); "
                                   "default: the bundled model");
@@ -12,7 +11,7 @@ ABSL_FLAG(std::string, device, "",
           "cpu, cuda, or cuda-emu (the CUDA kernels run by the CPU emulator, for tests); default: cuda when a "
           "GPU is present, else cpu");
 
-namespace mcserve::tools {
+namespace mcserve::cli {
 
 std::string ModelDirFromFlags(const std::string& default_dir) {
   const std::string dir = absl::GetFlag(FLAGS_model);
@@ -20,9 +19,7 @@ std::string ModelDirFromFlags(const std::string& default_dir) {
 }
 
 absl::StatusOr<kernels::Device> DeviceFromFlags() {
-  auto device = kernels::DeviceFromName(absl::GetFlag(FLAGS_device));
-  if (!device.ok()) return ForFlag("device", device.status());
-  return *device;
+  return DeviceFromFlagValue(absl::GetFlag(FLAGS_device));
 }
 
 int ThreadsFromFlags() { return absl::GetFlag(FLAGS_threads); }
@@ -34,4 +31,4 @@ absl::StatusOr<std::unique_ptr<engine::Model>> LoadModelFromFlags(const std::str
                              {.device = *device, .num_threads = ThreadsFromFlags(), .mc_overrides = McOverridesFromFlags()});
 }
 
-}  // namespace mcserve::tools
+}  // namespace mcserve::cli

@@ -8,12 +8,10 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "cli/flag_values.h"
 #include "engine/mc/checkpoint_store.h"
 
-namespace mcserve::tools {
-
-// `status` with "--<flag>: " in front of its message (`flag` spelled with dashes).
-absl::Status ForFlag(const char* flag, const absl::Status& status);
+namespace mcserve::cli {
 
 // The --mc-* flags that were given, as Model::Load's Memory Caching overrides (field → value).
 std::map<std::string, std::string> McOverridesFromFlags();
@@ -22,4 +20,4 @@ std::map<std::string, std::string> McOverridesFromFlags();
 // a bad value → InvalidArgument naming the flag.
 absl::StatusOr<engine::CheckpointStoreOptions> CheckpointOptionsFromFlags();
 
-}  // namespace mcserve::tools
+}  // namespace mcserve::cli
