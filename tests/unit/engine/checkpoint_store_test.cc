@@ -7,6 +7,7 @@
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
+#include "tests/unit/kernels/param_printers.h"
 
 namespace mcserve::engine {
 namespace {

@@ -2,6 +2,7 @@
 // requests of mixed lengths give exactly the greedy tokens each gives alone; a 64-request mixed
 // workload (SSC with its pages on the host tier, prefix reuse, cancellations) runs to completion and
 // leaves no slot or page referenced.
+#include <ostream>
 #include <map>
 #include <string>
 #include <thread>
@@ -80,6 +81,9 @@ Served Serve(const std::string& fixture, const std::map<std::string, std::string
 struct ServedCase {
   std::string fixture, aggregation;
 };
+
+// A failing case names its servedcase (not its bytes).
+void PrintTo(const ServedCase& c, std::ostream* os) { *os << c.fixture << " (" << c.aggregation << ")"; }
 
 class EngineEndToEndTest : public ::testing::TestWithParam<ServedCase> {};
 

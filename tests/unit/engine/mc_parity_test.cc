@@ -2,6 +2,7 @@
 // (aggregation × init mode × segmentation, pools, per-layer, top-k), applied after training to a
 // base fixture through the same overrides mcserve-run's --mc-* flags use. Each variant's prompt
 // logits, chunked prefill across segment boundaries and greedy continuation must match.
+#include <ostream>
 #include <fstream>
 
 #include "engine/runner/generate.h"
@@ -51,6 +52,9 @@ std::vector<Variant> LoadVariants() {
   }
   return out;
 }
+
+// A failing case names its variant (not its bytes).
+void PrintTo(const Variant& c, std::ostream* os) { *os << c.base << "_" << c.name; }
 
 class McParityTest : public ::testing::TestWithParam<Variant> {
  protected:

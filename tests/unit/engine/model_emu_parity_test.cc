@@ -2,6 +2,8 @@
 // against the CPU backend: every fixture, with and without Memory Caching, FP32 everywhere. With
 // MCSERVE_TEST_DEVICE=cuda (CTest's model_emu_parity_test_gpu) the same on a real GPU, skipped
 // without one (tests/unit/kernels/emu_test_device.h).
+#include <ostream>
+
 #include "engine/runner/generate.h"
 #include "engine/runner/model.h"
 #include "fixture_util.h"
@@ -55,6 +57,9 @@ std::vector<float> PromptLogits(const Model& model, const std::vector<int32_t>& 
   }
   return all;
 }
+
+// A failing case names its case (not its bytes).
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
 class ModelEmuParityTest : public ::testing::TestWithParam<Case> {};
 

@@ -5,6 +5,7 @@
 // without room refuses a new sequence.
 #include "engine/serving/recurrent_runner.h"
 
+#include <ostream>
 #include <map>
 #include <string>
 #include <vector>
@@ -93,6 +94,9 @@ std::vector<float> RunFrom(RecurrentRunner& runner, int slot, const std::vector<
   }
   return all;
 }
+
+// A failing case names its case (not its bytes).
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
 class PrefixReuseTest : public ::testing::TestWithParam<Case> {};
 

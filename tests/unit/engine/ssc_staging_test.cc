@@ -2,6 +2,7 @@
 // host tier, the router's choices are staged into the device hot sets, and the logits equal those of
 // the all-resident run — on the CPU backend and on the emulated CUDA device, for prefill chunks and
 // one-token decode, with hot sets large and tiny (a tiny hot set splits a prefill chunk into rounds).
+#include <ostream>
 #include <map>
 #include <string>
 #include <vector>
@@ -62,6 +63,9 @@ PromptRun PromptLogits(const Model& model, const std::vector<int32_t>& prompt, i
   run.stats = pool->checkpoints().stats();
   return run;
 }
+
+// A failing case names its case (not its bytes).
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
 class SscStagingTest : public ::testing::TestWithParam<Case> {};
 

@@ -14,6 +14,7 @@
 #include "kernels/cuda/emu/emu.h"
 #include "kernels/embedding/embedding.h"
 #include "tests/unit/kernels/emu_test_util.h"
+#include "tests/unit/kernels/param_printers.h"
 
 namespace mcserve::kernels {
 namespace {

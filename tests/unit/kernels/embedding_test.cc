@@ -7,6 +7,7 @@
 
 #include "gtest/gtest.h"
 #include "kernels/cpu/thread_pool.h"
+#include "tests/unit/kernels/param_printers.h"
 
 namespace mcserve::kernels {
 namespace {

@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 #include "random_inputs.h"
 #include "kernels/cpu/thread_pool.h"
+#include "tests/unit/kernels/param_printers.h"
 
 namespace mcserve::kernels {
 namespace {

@@ -17,6 +17,7 @@
 #include "kernels/cuda/emu/emu.h"
 #include "kernels/linear/linear.h"
 #include "tests/unit/kernels/emu_test_util.h"
+#include "tests/unit/kernels/param_printers.h"
 
 namespace mcserve::kernels {
 namespace {

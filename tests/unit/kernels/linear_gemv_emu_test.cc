@@ -24,6 +24,7 @@
 #include "kernels/core/tensor.h"
 #include "kernels/linear/linear.h"
 #include "tests/unit/kernels/emu_test_util.h"
+#include "tests/unit/kernels/param_printers.h"
 
 namespace mcserve::kernels {
 namespace {

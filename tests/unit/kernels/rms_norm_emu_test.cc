@@ -18,6 +18,7 @@
 #include "kernels/cuda/emu/emu.h"
 #include "kernels/rms_norm/rms_norm.h"
 #include "tests/unit/kernels/emu_test_util.h"
+#include "tests/unit/kernels/param_printers.h"
 
 namespace mcserve::kernels {
 namespace {
