@@ -4,7 +4,7 @@
 // by kernels/deep_memory, read after each token's write (with Memory Caching through MemoryStage and
 // DeepRule), then the gated output stage.
 #include "absl/strings/str_cat.h"
-#include "engine/runner/deep_rule.h"
+#include "engine/mc/deep_rule.h"
 #include "engine/runner/mixer.h"
 #include "engine/runner/qkv_pipeline.h"
 #include "base/status_macros.h"

@@ -10,7 +10,7 @@
 #include "absl/status/statusor.h"
 #include "engine/model/model_config.h"
 #include "engine/runner/mixer_ops.h"
-#include "engine/runner/memory_stage.h"
+#include "engine/mc/memory_stage.h"
 #include "kernels/linear_memory/linear_memory.h"
 
 namespace mcserve::engine {

@@ -7,7 +7,7 @@
 
 #include "base/status_macros.h"
 #include "kernels/mc_route/mc_route.h"
-#include "engine/runner/memory_stage.h"
+#include "engine/mc/memory_stage.h"
 
 namespace mcserve::engine {
 

@@ -13,7 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/model/model_config.h"
-#include "engine/runner/memory_rule.h"
+#include "engine/mc/memory_rule.h"
 #include "engine/runner/state_pool.h"
 #include "engine/runner/weight_binder.h"
 #include "kernels/core/context.h"
@@ -111,7 +111,7 @@ class MemoryStage {
                        std::span<const int32_t> offsets, std::span<const int32_t> token_pages, size_t cached,
                        const kernels::Tensor& q, const kernels::Tensor& u, const kernels::Tensor& pools,
                        LayerState& state, kernels::Tensor* o) const;
-  // SSC when some checkpoints are on the host tier (memory_stage_routed.cc): route first, stage only
+  // SSC when some checkpoints are on the host tier (ssc_routed.cc): route first, stage only
   // the selected pages into the hot sets, then read them, in rounds that keep each hot set small.
   absl::Status AggregateRouted(const kernels::Context& ctx, const MemoryRule& rule,
                                std::span<const PieceEntry> entries, int64_t begin, int64_t end,

@@ -1,7 +1,7 @@
 // LinearRule: MemoryStage's view of the matrix memories (memory_rule.h).
 #include <vector>
 
-#include "engine/runner/memory_rule.h"
+#include "engine/mc/memory_rule.h"
 #include "engine/runner/mixer_ops.h"
 #include "base/status_macros.h"
 #include "kernels/mc_readout/mc_readout.h"

@@ -1,4 +1,4 @@
-#include "engine/runner/memory_stage.h"
+#include "engine/mc/memory_stage.h"
 
 #include "absl/strings/str_cat.h"
 #include "engine/mc/segmentation.h"

@@ -7,7 +7,7 @@
 #include <optional>
 #include <span>
 
-#include "engine/runner/memory_rule.h"
+#include "engine/mc/memory_rule.h"
 #include "kernels/deep_memory/deep_memory.h"
 
 namespace mcserve::engine {

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "engine/model/mc_config.h"
+#include "engine/mc/mc_config.h"
 #include "engine/runner/state_pool.h"
 #include "kernels/core/batch_layout.h"
 #include "kernels/core/context.h"

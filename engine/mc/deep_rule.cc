@@ -1,5 +1,5 @@
 // DeepRule: MemoryStage's view of the MLP memories (deep_rule.h).
-#include "engine/runner/deep_rule.h"
+#include "engine/mc/deep_rule.h"
 
 #include <vector>
 
