@@ -7,7 +7,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "engine/model/mc_config.h"
+#include "engine/mc/mc_config.h"
 
 namespace mcserve::engine {
 

@@ -4,7 +4,7 @@
 // by kernels/deep_memory, read after each token's write (with Memory Caching through MemoryStage and
 // DeepRule), then the gated output stage.
 #include "absl/strings/str_cat.h"
-#include "engine/runner/deep_rule.h"
+#include "engine/mc/deep_rule.h"
 #include "engine/runner/mixer.h"
 #include "engine/runner/qkv_pipeline.h"
 #include "base/status_macros.h"
@@ -120,7 +120,7 @@ class DeepMemoryMixer : public Mixer {
       if (batch.positions[i] == 0) MCSERVE_RETURN_IF_ERROR(rule.Restart(ctx, batch.slots[i], state));
     }
     MCSERVE_ASSIGN_OR_RETURN(Tensor o, NewF32(ctx, {x.dim(0), weights_.heads, weights_.d}));
-    MCSERVE_RETURN_IF_ERROR(memory_.Run(ctx, x, rule, qkv.q, qkv.k, batch, state, &o));
+    MCSERVE_RETURN_IF_ERROR(memory_.Run(ctx, x, rule, batch, state, &o));
     return output_.Run(ctx, x, o, out);
   }
 

@@ -1,5 +1,6 @@
 // DeltaNet and gated DeltaNet (fla/layers/{delta_net,gated_deltanet}.py): one gated-delta memory;
 // DeltaNet is the case without decay.
+#include "engine/mc/linear_rule.h"
 #include "engine/runner/mixer.h"
 #include "engine/runner/qkv_pipeline.h"
 #include "base/status_macros.h"
@@ -67,10 +68,10 @@ class DeltaMixer : public Mixer {
       MCSERVE_RETURN_IF_ERROR(kernels::Gate(ctx, {.kind = kernels::GateKind::kSoftplusDecay, .x = &a,
                                                   .a_log = &a_log_, .dt_bias = &dt_bias_, .out = &*decay}));
     }
-    return core_.Finish(ctx, x, qkv,
-                        {.rule = kernels::LinearMemoryRule::kGatedDelta, .decay = decay ? &*decay : nullptr,
-                         .beta = &beta},
-                        batch, state, out);
+    const LinearRule rule({.rule = kernels::LinearMemoryRule::kGatedDelta, .q = &qkv.q, .k = &qkv.k, .v = &qkv.v,
+                           .decay = decay ? &*decay : nullptr, .beta = &beta},
+                          "");
+    return core_.Finish(ctx, x, rule, batch, state, out);
   }
 
  private:

@@ -1,5 +1,6 @@
 // GLA (fla/layers/gla.py): low-rank per-key-channel decay α = exp(logsigmoid(gk)/16), additive write.
 #include "absl/strings/str_cat.h"
+#include "engine/mc/linear_rule.h"
 #include "engine/runner/mixer.h"
 #include "engine/runner/qkv_pipeline.h"
 #include "base/status_macros.h"
@@ -75,9 +76,9 @@ class GlaMixer : public Mixer {
     MCSERVE_ASSIGN_OR_RETURN(Tensor v3, v.Reshape({t, hkv_, dv_}));
     MCSERVE_ASSIGN_OR_RETURN(Tensor decay3, decay.Reshape({t, hkv_, dk_}));
     MCSERVE_ASSIGN_OR_RETURN(Tensor o, NewF32(ctx, {t, hq_, dv_}));
-    MCSERVE_RETURN_IF_ERROR(memory_.Run(
-        ctx, x, {.rule = kernels::LinearMemoryRule::kAdditive, .q = &q3, .k = &k3, .v = &v3, .key_decay = &decay3},
-        batch, state, &o));
+    const LinearRule rule(
+        {.rule = kernels::LinearMemoryRule::kAdditive, .q = &q3, .k = &k3, .v = &v3, .key_decay = &decay3}, "");
+    MCSERVE_RETURN_IF_ERROR(memory_.Run(ctx, x, rule, batch, state, &o));
     return output_.Run(ctx, x, o, out);
   }
 

@@ -1,6 +1,7 @@
 // Linear attention (fla/layers/linear_attn.py): φ(q), φ(k) through fla's feature maps, optional
 // sum-normalisation of q/k, additive memory (optionally normalised by q·z), per-head RMSNorm.
 #include "absl/strings/str_cat.h"
+#include "engine/mc/linear_rule.h"
 #include "engine/runner/mixer.h"
 #include "engine/runner/qkv_pipeline.h"
 #include "base/status_macros.h"
@@ -118,10 +119,10 @@ class LinearAttnMixer : public Mixer {
     MCSERVE_RETURN_IF_ERROR(NormalizeRowsIf(ctx, phi_q, norm_q_, QueryScale(dphi_)));
     MCSERVE_RETURN_IF_ERROR(NormalizeRowsIf(ctx, phi_k, norm_k_, 1.0f));
     MCSERVE_ASSIGN_OR_RETURN(Tensor o, NewF32(ctx, {t, hq_, dv_}));
-    MCSERVE_RETURN_IF_ERROR(memory_.Run(
-        ctx, x, {.rule = kernels::LinearMemoryRule::kAdditive, .q = &phi_q, .k = &phi_k, .v = &v3,
-                 .normalize = normalize_},
-        batch, state, &o));
+    const LinearRule rule({.rule = kernels::LinearMemoryRule::kAdditive, .q = &phi_q, .k = &phi_k, .v = &v3,
+                           .normalize = normalize_},
+                          normalize_ ? "normalizer" : "");
+    MCSERVE_RETURN_IF_ERROR(memory_.Run(ctx, x, rule, batch, state, &o));
     return output_.Run(ctx, x, o, out);
   }
 

@@ -9,7 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/model/model_config.h"
-#include "engine/runner/memory_stage.h"
+#include "engine/mc/memory_stage.h"
 #include "engine/runner/state_pool.h"
 #include "engine/runner/weight_binder.h"
 #include "kernels/core/batch_layout.h"

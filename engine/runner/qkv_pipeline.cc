@@ -105,14 +105,10 @@ std::vector<StateSpec> DeltaStyleCore::StateSpecs(std::vector<StateSpec> extra) 
   return specs;
 }
 
-absl::Status DeltaStyleCore::Finish(const Context& ctx, const Tensor& x, const QkvPipeline::Qkv& qkv,
-                                    kernels::LinearMemoryArgs args, const MixerBatch& batch, LayerState& state,
-                                    Tensor* out) const {
+absl::Status DeltaStyleCore::Finish(const Context& ctx, const Tensor& x, const MemoryRule& rule,
+                                    const MixerBatch& batch, LayerState& state, Tensor* out) const {
   MCSERVE_ASSIGN_OR_RETURN(Tensor o, NewF32(ctx, {x.dim(0), dims.v_heads, dims.dv}));
-  args.q = &qkv.q;
-  args.k = &qkv.k;
-  args.v = &qkv.v;
-  MCSERVE_RETURN_IF_ERROR(memory.Run(ctx, x, args, batch, state, &o));
+  MCSERVE_RETURN_IF_ERROR(memory.Run(ctx, x, rule, batch, state, &o));
   return output.Run(ctx, x, o, out);
 }
 

@@ -10,7 +10,7 @@
 #include "absl/status/statusor.h"
 #include "engine/model/model_config.h"
 #include "engine/runner/mixer_ops.h"
-#include "engine/runner/memory_stage.h"
+#include "engine/mc/memory_stage.h"
 #include "kernels/linear_memory/linear_memory.h"
 
 namespace mcserve::engine {
@@ -84,11 +84,10 @@ struct DeltaStyleCore {
                                              const QkvOptions& dims, MemoryStage::Aux aux = {});
   // State per slot: "memory" [v_heads, dk, dv], then `extra`, then the conv windows and MC's.
   std::vector<StateSpec> StateSpecs(std::vector<StateSpec> extra = {}) const;
-  // Runs `memory` (rule and gates set by the caller) over qkv, then the output stage into
-  // out [T, hidden].
-  absl::Status Finish(const kernels::Context& ctx, const kernels::Tensor& x, const QkvPipeline::Qkv& qkv,
-                      kernels::LinearMemoryArgs memory, const MixerBatch& batch, LayerState& state,
-                      kernels::Tensor* out) const;
+  // Runs the mixer's memory `rule` (over its qkv) through the memory stage, then the output stage
+  // into out [T, hidden].
+  absl::Status Finish(const kernels::Context& ctx, const kernels::Tensor& x, const MemoryRule& rule,
+                      const MixerBatch& batch, LayerState& state, kernels::Tensor* out) const;
 };
 
 // σ(W x)·scale for a per-head scalar gate: W [heads, hidden] → [T, heads].

@@ -1,5 +1,6 @@
 // SWLA, window c = 2 (docs/model-format.md): α decays the memory, β writes the previous token's
 // pair, λ the current one.
+#include "engine/mc/linear_rule.h"
 #include "engine/runner/mixer.h"
 #include "engine/runner/qkv_pipeline.h"
 #include "base/status_macros.h"
@@ -44,9 +45,10 @@ class SwlaMixer : public Mixer {
                                                 .a_log = &a_log_, .dt_bias = &dt_bias_, .out = &alpha}));
     MCSERVE_ASSIGN_OR_RETURN(Tensor beta, SigmoidGate(ctx, x, b_proj_));
     MCSERVE_ASSIGN_OR_RETURN(Tensor lambda, SigmoidGate(ctx, x, l_proj_));
-    return core_.Finish(ctx, x, qkv,
-                        {.rule = kernels::LinearMemoryRule::kSwla, .decay = &alpha, .beta = &beta, .gamma = &lambda},
-                        batch, state, out);
+    const LinearRule rule({.rule = kernels::LinearMemoryRule::kSwla, .q = &qkv.q, .k = &qkv.k, .v = &qkv.v,
+                           .decay = &alpha, .beta = &beta, .gamma = &lambda},
+                          "previous_kv");
+    return core_.Finish(ctx, x, rule, batch, state, out);
   }
 
  private:

@@ -1,5 +1,6 @@
 // Titans with a linear memory (docs/model-format.md): gradient step on ‖Mᵀk − v‖² with momentum η,
 // step size θ and retention α.
+#include "engine/mc/linear_rule.h"
 #include "engine/runner/mixer.h"
 #include "engine/runner/qkv_pipeline.h"
 #include "base/status_macros.h"
@@ -36,9 +37,10 @@ class TitansMixer : public Mixer {
     MCSERVE_ASSIGN_OR_RETURN(Tensor alpha, SigmoidGate(ctx, x, a_proj_));  // retention
     MCSERVE_ASSIGN_OR_RETURN(Tensor eta, SigmoidGate(ctx, x, m_proj_));    // momentum
     MCSERVE_ASSIGN_OR_RETURN(Tensor theta, SigmoidGate(ctx, x, b_proj_));  // step size
-    return core_.Finish(ctx, x, qkv,
-                        {.rule = kernels::LinearMemoryRule::kTitans, .decay = &alpha, .beta = &theta, .gamma = &eta},
-                        batch, state, out);
+    const LinearRule rule({.rule = kernels::LinearMemoryRule::kTitans, .q = &qkv.q, .k = &qkv.k, .v = &qkv.v,
+                           .decay = &alpha, .beta = &theta, .gamma = &eta},
+                          "momentum");
+    return core_.Finish(ctx, x, rule, batch, state, out);
   }
 
  private:

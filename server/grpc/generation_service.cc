@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "engine/model/mc_config.h"
+#include "engine/mc/mc_config.h"
 #include "engine/model/tokenizer.h"
 #include "server/grpc/prompt_tokenizer.h"
 #include "server/grpc/proto_convert.h"

@@ -1,5 +1,5 @@
 // Memory Caching configuration: config.json's memory_caching object and command-line overrides.
-#include "engine/model/mc_config.h"
+#include "engine/mc/mc_config.h"
 
 #include "engine/model/model_config.h"
 #include "gtest/gtest.h"

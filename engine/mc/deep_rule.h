@@ -7,7 +7,7 @@
 #include <optional>
 #include <span>
 
-#include "engine/runner/memory_rule.h"
+#include "engine/mc/memory_rule.h"
 #include "kernels/deep_memory/deep_memory.h"
 
 namespace mcserve::engine {
@@ -28,6 +28,8 @@ class DeepRule : public MemoryRule {
   // `args` holds this pass's per-row inputs (q, k, v, step and the Titans gates); the rule, its
   // settings and the layer norm come from `weights`, which outlives the rule.
   DeepRule(const DeepMemoryWeights& weights, kernels::DeepMemoryArgs args) : w_(weights), args_(args) {}
+  const kernels::Tensor& query() const override { return *args_.q; }
+  const kernels::Tensor& keys() const override { return *args_.k; }
   absl::Status Run(const kernels::Context& ctx, std::span<const int32_t> rows, const kernels::BatchLayout& layout,
                    std::span<const int64_t> first_positions, LayerState& state, kernels::Tensor* out) const override;
   absl::Status Read(const kernels::Context& ctx, const McRead& read) const override;

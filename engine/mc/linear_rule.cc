@@ -1,8 +1,8 @@
-// LinearRule: MemoryStage's view of the matrix memories (memory_rule.h).
+// LinearRule: MemoryStage's view of the matrix memories (linear_rule.h).
+#include "engine/mc/linear_rule.h"
+
 #include <vector>
 
-#include "engine/runner/memory_rule.h"
-#include "engine/runner/mixer_ops.h"
 #include "base/status_macros.h"
 #include "kernels/mc_readout/mc_readout.h"
 
@@ -10,26 +10,6 @@ namespace mcserve::engine {
 
 using kernels::Context;
 using kernels::Tensor;
-
-absl::StatusOr<const Tensor*> SelectRows(const Context& ctx, const Tensor* t, std::span<const int32_t> rows,
-                                         std::vector<Tensor>& keep) {
-  if (t == nullptr) return nullptr;
-  bool consecutive = true;
-  for (size_t i = 1; i < rows.size() && consecutive; ++i) consecutive = rows[i] == rows[i - 1] + 1;
-  if (consecutive && !rows.empty()) {
-    keep.push_back(t->Rows(rows.front(), rows.back() + 1));
-  } else {
-    MCSERVE_ASSIGN_OR_RETURN(Tensor gathered, GatherRows(ctx, *t, rows));
-    keep.push_back(std::move(gathered));
-  }
-  return &keep.back();
-}
-
-std::vector<int32_t> RowRange(int64_t begin, int64_t end) {
-  std::vector<int32_t> rows(static_cast<size_t>(end - begin));
-  for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<int32_t>(begin + static_cast<int64_t>(i));
-  return rows;
-}
 
 absl::Status LinearRule::Run(const Context& ctx, std::span<const int32_t> rows, const kernels::BatchLayout& layout,
                              std::span<const int64_t> /*first_positions*/, LayerState& state, Tensor* out) const {
@@ -51,10 +31,7 @@ absl::Status LinearRule::Run(const Context& ctx, std::span<const int32_t> rows, 
 }
 
 absl::Status LinearRule::Read(const Context& ctx, const McRead& r) const {
-  std::vector<kernels::McPage> pages;
-  pages.reserve(r.pages.size());
-  for (const McPageRef& p : r.pages) pages.push_back({.memory = p.memory, .pooled_key = p.pooled_key});
-  kernels::McReadoutArgs readout{.q = r.q, .u = r.u, .online_pool = r.pools, .online = r.out, .pages = pages,
+  kernels::McReadoutArgs readout{.q = r.q, .u = r.u, .online_pool = r.pools, .online = r.out, .pages = r.pages,
                                  .token_page_offsets = r.offsets, .token_pages = r.token_pages, .out = r.out};
   switch (r.mc->aggregation) {
     case McAggregation::kGrm:

@@ -1,40 +1,37 @@
 // MemoryRule: what MemoryStage needs of a layer's memory to apply Memory Caching to it — run the
 // update rule with its online read-out over rows of the batch, read cached checkpoints into the
-// read-out, and restart a slot's memory at a segment start. LinearRule drives the matrix memories
-// (kernels/linear_memory, kernels/mc_readout); DeepRule (deep_rule.h) the MLP memories
-// (kernels/deep_memory). A rule is built per forward pass around that pass's inputs. Scheduler thread.
+// read-out, and restart a slot's memory at a segment start. A rule is one memory family: LinearRule
+// (linear_rule.h) drives the matrix memories (kernels/linear_memory, kernels/mc_readout), DeepRule
+// (deep_rule.h) the MLP memories (kernels/deep_memory). A mixer builds its rule per forward pass
+// around that pass's inputs and hands it to MemoryStage::Run. Adding a family: docs/memory-caching.md,
+// "Adding a memory family". Scheduler thread.
 #pragma once
 
 #include <cstdint>
 #include <span>
-#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
-#include "engine/model/mc_config.h"
+#include "absl/status/statusor.h"
+#include "engine/mc/mc_config.h"
 #include "engine/runner/state_pool.h"
 #include "kernels/core/batch_layout.h"
 #include "kernels/core/context.h"
 #include "kernels/core/tensor.h"
-#include "kernels/linear_memory/linear_memory.h"
+#include "kernels/mc_readout/mc_readout.h"
 
 namespace mcserve::engine {
 
-// One memory a read-out aggregates: a checkpoint page, or a slot's running sum of them.
-struct McPageRef {
-  const kernels::Tensor* memory = nullptr;      // one page: [Hs, K, V] (matrix) or [Hs, P] (MLP)
-  const kernels::Tensor* pooled_key = nullptr;  // [Hs, K]; null for a running sum
-};
-
 // A read-out of rows of the batch against per-row page lists (CSR), into `out`, which holds the
-// online read-out o_on on entry.
+// online read-out o_on on entry. A page is the kernels' kernels::McPage: a checkpoint (memory and
+// pooled key) or a slot's running sum of them (memory only, pooled_key null).
 struct McRead {
   const McConfig* mc = nullptr;
   size_t cached = 0;                       // closed segments behind a running sum (mean's weights)
   const kernels::Tensor* q = nullptr;      // [R, Hs, K] read-out query
   const kernels::Tensor* u = nullptr;      // [R, Hs, K] gate input
   const kernels::Tensor* pools = nullptr;  // [R, Hs, K] the open segment's pool after each row
-  std::span<const McPageRef> pages;
+  std::span<const kernels::McPage> pages;
   const kernels::Tensor* offsets = nullptr;      // [R + 1] I32: row r reads token_pages[offsets[r]..offsets[r+1])
   const kernels::Tensor* token_pages = nullptr;  // [E] I32 indices into pages
   kernels::BatchLayout layout;             // the rows as sequences in slots (soup reads the online weights)
@@ -45,6 +42,10 @@ struct McRead {
 class MemoryRule {
  public:
   virtual ~MemoryRule() = default;
+  // This pass's read-out query [T, Hq, dk] (the gate input with gate q) and keys [T, Hk, dk] (pooled
+  // per segment), exactly as the memory sees them.
+  virtual const kernels::Tensor& query() const = 0;
+  virtual const kernels::Tensor& keys() const = 0;
   // Runs the rule over `rows` of this pass's inputs (in that order; a row may repeat), grouped as the
   // sequences of `layout` (sequence i's first row had first_positions[i] tokens before it in its
   // memory), reading the online memory after each row's write into out [rows, Hs, V]. `state` holds
@@ -69,20 +70,5 @@ absl::StatusOr<const kernels::Tensor*> SelectRows(const kernels::Context& ctx, c
 
 // Rows [begin, end).
 std::vector<int32_t> RowRange(int64_t begin, int64_t end);
-
-// The matrix memories: `args` holds this pass's per-row inputs (q, k, v, gates) and the rule;
-// `aux` names the rule's auxiliary state ("" for none; MemoryStage resets it as its Aux says).
-class LinearRule : public MemoryRule {
- public:
-  LinearRule(kernels::LinearMemoryArgs args, std::string aux) : args_(args), aux_(std::move(aux)) {}
-  absl::Status Run(const kernels::Context& ctx, std::span<const int32_t> rows, const kernels::BatchLayout& layout,
-                   std::span<const int64_t> first_positions, LayerState& state, kernels::Tensor* out) const override;
-  absl::Status Read(const kernels::Context& ctx, const McRead& read) const override;
-  absl::Status Restart(const kernels::Context& ctx, int slot, LayerState& state) const override;
-
- private:
-  kernels::LinearMemoryArgs args_;
-  std::string aux_;
-};
 
 }  // namespace mcserve::engine

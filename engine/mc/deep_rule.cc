@@ -1,5 +1,5 @@
 // DeepRule: MemoryStage's view of the MLP memories (deep_rule.h).
-#include "engine/runner/deep_rule.h"
+#include "engine/mc/deep_rule.h"
 
 #include <vector>
 
@@ -52,7 +52,7 @@ absl::Status DeepRule::Read(const Context& ctx, const McRead& r) const {
   const bool mean = r.mc->aggregation == McAggregation::kMean;
   std::vector<kernels::DeepMcPage> pages;
   pages.reserve(r.pages.size());
-  for (const McPageRef& p : r.pages) {
+  for (const kernels::McPage& p : r.pages) {
     // The mean's one page is the running sum of the cached weights: read at 1/N of it.
     const float scale = mean && r.cached > 0 ? 1.0f / static_cast<float>(r.cached) : 1.0f;
     pages.push_back({.memory = p.memory, .pooled_key = p.pooled_key, .weight_scale = scale});

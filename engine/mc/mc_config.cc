@@ -1,4 +1,4 @@
-#include "engine/model/mc_config.h"
+#include "engine/mc/mc_config.h"
 
 #include <algorithm>
 #include <utility>

@@ -1,4 +1,4 @@
-// Sparse Selective Caching with checkpoints on the host tier (mc.md B.5.4): the router runs on the
+// Sparse Selective Caching with checkpoints on the host tier (B.5.4; memory_stage.h): the router runs on the
 // device over every pooled key, the rows' choices come back to the host, only the chosen pages are
 // staged into the (slot, layer) hot sets, and the read-out then sees each row's chosen pages only —
 // a superset of every head's top-k in the original order, so it keeps exactly the pages the
@@ -6,8 +6,8 @@
 #include <algorithm>
 
 #include "base/status_macros.h"
+#include "engine/mc/mc_pass.h"
 #include "kernels/mc_route/mc_route.h"
-#include "engine/runner/memory_stage.h"
 
 namespace mcserve::engine {
 
@@ -48,10 +48,11 @@ int AssignRounds(CheckpointList cps, int hot_pages, RoutedRows& rows) {
 
 }  // namespace
 
-absl::Status MemoryStage::AggregateRouted(const Context& ctx, const MemoryRule& rule,
-                                          std::span<const PieceEntry> entries, int64_t begin, int64_t end,
-                                          const MixerBatch& batch, const Tensor& q, const Tensor& u,
-                                          const Tensor& pools, LayerState& state, Tensor* o) const {
+absl::Status MemoryStage::AggregateRouted(const McPass& pass, const SubBatch& rows) const {
+  const Context& ctx = pass.ctx;
+  const MixerBatch& batch = pass.batch;
+  const std::span<const PieceEntry> entries = rows.entries();
+  const int64_t begin = rows.begin(), end = rows.end();
   CheckpointStore& store = *batch.checkpoints;
   const int64_t hs = shape_.state_heads, top_k = mc_->top_k;
   // 1. Route every row against its slot's pooled keys (always on the device).
@@ -71,7 +72,7 @@ absl::Status MemoryStage::AggregateRouted(const Context& ctx, const MemoryRule& 
   MCSERVE_ASSIGN_OR_RETURN(Tensor pages_t,
                            Tensor::FromHostI32(token_pages, {static_cast<int64_t>(token_pages.size())}, ctx.device));
   MCSERVE_ASSIGN_OR_RETURN(Tensor selected, Tensor::Zeros(kernels::DType::kI32, {end - begin, hs, top_k}, ctx.device));
-  const Tensor u_rows = u.Rows(begin, end);
+  const Tensor u_rows = pass.u.Rows(begin, end);
   MCSERVE_RETURN_IF_ERROR(kernels::McRoute(ctx, {.top_k = static_cast<int>(top_k), .u = &u_rows, .pooled_keys = keys,
                                                  .token_page_offsets = &offsets_t, .token_pages = &pages_t,
                                                  .selected = &selected}));
@@ -99,8 +100,7 @@ absl::Status MemoryStage::AggregateRouted(const Context& ctx, const MemoryRule& 
   // 3. Per round: stage each sequence's chosen pages; rows of other rounds read none (y = o_on, and
   // out aliases the online read-out, so they keep what an earlier round wrote).
   for (int round = 0; round < rounds; ++round) {
-    std::vector<McPageRef> pages;
-    std::vector<int32_t> row_offsets = {0}, row_pages;
+    PageList list;
     std::vector<std::vector<int32_t>> page_of(entries.size());  // checkpoint → index into pages
     for (size_t j = 0; j < entries.size(); ++j) {
       const int slot = batch.slots[entries[j].seq];
@@ -115,20 +115,19 @@ absl::Status MemoryStage::AggregateRouted(const Context& ctx, const MemoryRule& 
       MCSERVE_ASSIGN_OR_RETURN(std::vector<const Tensor*> memories, store.Stage(slot, layer_, wanted));
       page_of[j].assign(cps.size(), -1);
       for (size_t i = 0; i < wanted.size(); ++i) {
-        page_of[j][wanted[i]] = static_cast<int32_t>(pages.size());
-        pages.push_back({.memory = memories[i], .pooled_key = &cps[wanted[i]]->pooled_key});
+        page_of[j][wanted[i]] = static_cast<int32_t>(list.pages.size());
+        list.pages.push_back({.memory = memories[i], .pooled_key = &cps[wanted[i]]->pooled_key});
       }
     }
     for (size_t j = 0; j < entries.size(); ++j) {
       for (size_t r = 0; r < routed[j].chosen.size(); ++r) {
         if (routed[j].round[r] == round) {
-          for (int32_t i : routed[j].chosen[r]) row_pages.push_back(page_of[j][i]);
+          for (int32_t i : routed[j].chosen[r]) list.token_pages.push_back(page_of[j][i]);
         }
-        row_offsets.push_back(static_cast<int32_t>(row_pages.size()));
+        list.offsets.push_back(static_cast<int32_t>(list.token_pages.size()));
       }
     }
-    MCSERVE_RETURN_IF_ERROR(
-        Readout(ctx, rule, entries, begin, end, batch, pages, row_offsets, row_pages, 0, q, u, pools, state, o));
+    MCSERVE_RETURN_IF_ERROR(Readout(pass, rows, list, 0));
   }
   return absl::OkStatus();
 }

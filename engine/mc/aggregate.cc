@@ -1,0 +1,71 @@
+// The read-out of rows against their slots' checkpoints (memory_stage.h): the page list each row
+// reads — every page, staged to the device, or a slot's running sum — then the rule's Read. SSC with
+// pages on the host routes first (ssc_routed.cc).
+#include "base/status_macros.h"
+#include "engine/mc/mc_pass.h"
+#include "engine/mc/segmentation.h"
+
+namespace mcserve::engine {
+
+using kernels::Tensor;
+
+absl::Status MemoryStage::Aggregate(const McPass& pass, const SubBatch& rows) const {
+  const MixerBatch& batch = pass.batch;
+  const bool summed = SumsCheckpoints();
+  CheckpointStore& store = *batch.checkpoints;
+  if (mc_->aggregation == McAggregation::kSsc) {
+    for (const PieceEntry& e : rows.entries()) {
+      if (!store.AllOnDevice(batch.slots[e.seq], layer_)) return AggregateRouted(pass, rows);
+    }
+  }
+  std::vector<Tensor> sums;  // the slots' running sums (summed aggregations), stable below
+  sums.reserve(rows.entries().size());
+  PageList list;
+  size_t cached = 0;  // checkpoints of the (last) entry's slot
+  for (const PieceEntry& e : rows.entries()) {
+    const int slot = batch.slots[e.seq];
+    const CheckpointList cps = store.Checkpoints(slot, layer_);
+    // Summed aggregations keep only the running sum; the closed-segment count follows from the position.
+    cached = summed ? static_cast<size_t>(CachedSegments(batch.positions[e.seq] + (e.begin - batch.cu[e.seq]) + 1,
+                                                         mc_->segment_size))
+                    : cps.size();
+    std::vector<int32_t> ids;
+    if (summed && cached > 0) {
+      MCSERVE_ASSIGN_OR_RETURN(Tensor sum, pass.state.at("mc_sum").Rows(slot, slot + 1).Reshape(PageShape()));
+      sums.push_back(std::move(sum));
+      ids.push_back(static_cast<int32_t>(list.pages.size()));
+      list.pages.push_back({.memory = &sums.back()});
+    } else if (!summed) {
+      std::vector<int32_t> all(cps.size());
+      for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int32_t>(i);
+      MCSERVE_ASSIGN_OR_RETURN(std::vector<const Tensor*> memories, store.Stage(slot, layer_, all));
+      for (size_t i = 0; i < cps.size(); ++i) {
+        ids.push_back(static_cast<int32_t>(list.pages.size()));
+        list.pages.push_back({.memory = memories[i], .pooled_key = &cps[i]->pooled_key});
+      }
+    }
+    for (int64_t r = e.begin; r < e.end; ++r) {
+      list.token_pages.insert(list.token_pages.end(), ids.begin(), ids.end());
+      list.offsets.push_back(static_cast<int32_t>(list.token_pages.size()));
+    }
+  }
+  return Readout(pass, rows, list, cached);
+}
+
+absl::Status MemoryStage::Readout(const McPass& pass, const SubBatch& rows, const PageList& list,
+                                  size_t cached) const {
+  const kernels::Context& ctx = pass.ctx;
+  MCSERVE_ASSIGN_OR_RETURN(
+      Tensor offsets_t, Tensor::FromHostI32(list.offsets, {static_cast<int64_t>(list.offsets.size())}, ctx.device));
+  MCSERVE_ASSIGN_OR_RETURN(Tensor pages_t, Tensor::FromHostI32(list.token_pages,
+                                                               {static_cast<int64_t>(list.token_pages.size())},
+                                                               ctx.device));
+  const int64_t begin = rows.begin(), end = rows.end();
+  Tensor q_rows = pass.q.Rows(begin, end), u_rows = pass.u.Rows(begin, end), pool_rows = pass.pools.Rows(begin, end);
+  Tensor out_rows = pass.out->Rows(begin, end);
+  return pass.rule.Read(ctx, {.mc = &*mc_, .cached = cached, .q = &q_rows, .u = &u_rows, .pools = &pool_rows,
+                              .pages = list.pages, .offsets = &offsets_t, .token_pages = &pages_t,
+                              .layout = rows.layout(), .state = &pass.state, .out = &out_rows});
+}
+
+}  // namespace mcserve::engine

@@ -1,0 +1,44 @@
+// SubBatch and DeviceLayout (mc_pass.h).
+#include "base/status_macros.h"
+#include "engine/mc/mc_pass.h"
+
+namespace mcserve::engine {
+
+using kernels::Context;
+using kernels::Tensor;
+
+absl::StatusOr<DeviceLayout> DeviceLayout::Upload(const Context& ctx, std::span<const int32_t> cu,
+                                                  std::span<const int32_t> slots) {
+  DeviceLayout d;
+  MCSERVE_ASSIGN_OR_RETURN(d.cu, Tensor::FromHostI32(cu, {static_cast<int64_t>(cu.size())}, ctx.device));
+  MCSERVE_ASSIGN_OR_RETURN(d.slots, Tensor::FromHostI32(slots, {static_cast<int64_t>(slots.size())}, ctx.device));
+  return d;
+}
+
+SubBatch SubBatch::Whole(const MixerBatch& batch, std::vector<PieceEntry> entries) {
+  SubBatch s;
+  s.batch_ = &batch;
+  s.entries_ = std::move(entries);
+  s.begin_ = 0;
+  s.end_ = batch.cu.empty() ? 0 : batch.cu.back();
+  s.first_positions_ = batch.positions;
+  return s;
+}
+
+absl::StatusOr<SubBatch> SubBatch::Of(const Context& ctx, const MixerBatch& batch, std::vector<PieceEntry> entries) {
+  SubBatch s;
+  s.batch_ = &batch;
+  s.entries_ = std::move(entries);
+  s.begin_ = s.entries_.front().begin;
+  s.end_ = s.entries_.back().end;
+  std::vector<int32_t> cu = {0}, slots;
+  for (const PieceEntry& e : s.entries_) {
+    cu.push_back(static_cast<int32_t>(e.end - s.begin_));
+    slots.push_back(batch.slots[e.seq]);
+    s.first_positions_.push_back(batch.positions[e.seq] + (e.begin - batch.cu[e.seq]));
+  }
+  MCSERVE_ASSIGN_OR_RETURN(s.own_, DeviceLayout::Upload(ctx, cu, slots));
+  return s;
+}
+
+}  // namespace mcserve::engine
