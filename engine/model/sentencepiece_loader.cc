@@ -68,10 +68,10 @@ absl::StatusOr<NewSentencePieceModelFn> OpenSentencePieceModule(const std::vecto
     }
     return entry;
   }
-  return absl::FailedPreconditionError(absl::StrCat(
-      "cannot load the SentencePiece module ", kSentencePieceModuleName, "; tried: ",
-      tried.empty() ? std::string("no path") : absl::StrJoin(tried, ", "), " (set ", kSentencePieceModuleEnv,
-      " to its path)"));
+  return absl::FailedPreconditionError(
+      absl::StrCat("cannot load the SentencePiece module ", kSentencePieceModuleName,
+                   "; tried: ", tried.empty() ? std::string("no path") : absl::StrJoin(tried, ", "), " (set ",
+                   kSentencePieceModuleEnv, " to its path)"));
 }
 
 absl::StatusOr<std::unique_ptr<SentencePieceModel>> NewSentencePieceModel() {

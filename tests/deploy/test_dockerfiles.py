@@ -92,7 +92,7 @@ def test_every_copied_path_exists(dockerfile, server_binary):
 
 
 def test_runtime_packages_are_the_libraries_mcserve_links(dockerfile, server_binary):
-    """The runtime stage installs exactly the packages owning the libraries the built mcserve and its gRPC
+    """The runtime stage installs exactly the packages owning the libraries the built mcserve and its tokenizer
     module link (less those in every Debian image), plus curl for HEALTHCHECK."""
     _, s = dockerfile
     want = rl.debian_packages(server_binary) - rl.base_image_packages()

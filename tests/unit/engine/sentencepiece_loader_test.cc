@@ -50,8 +50,8 @@ TEST(SentencePieceLoaderTest, AFileThatIsNotTheModuleSaysWhy) {
   // A real shared library without the entry point.
   auto libc = OpenSentencePieceModule({"/lib/x86_64-linux-gnu/libm.so.6"});
   if (!libc.ok()) {
-    EXPECT_NE(libc.status().message().find(std::string("no symbol ") + kNewSentencePieceModelSymbol),
-              std::string::npos) << libc.status();
+    EXPECT_NE(libc.status().message().find(std::string("no symbol ") + kNewSentencePieceModelSymbol), std::string::npos)
+        << libc.status();
   }
 }
 

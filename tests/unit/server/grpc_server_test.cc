@@ -4,6 +4,7 @@
 // arguments and API keys. Waits are bounded for liveness only.
 #include "server/grpc/grpc_server.h"
 
+#include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,8 +13,6 @@
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <grpcpp/grpcpp.h>
 
 #include "engine/serving/recurrent_runner.h"
 #include "google/protobuf/descriptor.pb.h"
@@ -195,7 +194,8 @@ TEST_F(GrpcServerTest, GenerateRejectsInvalidArgumentsNamingThem) {
       {"no prompt", [](v1::GenerateRequest& r) { r.clear_prompt(); }, "prompt"},
       {"empty text", [](v1::GenerateRequest& r) { r.set_text(""); }, "text"},
       {"empty ids", [](v1::GenerateRequest& r) { r.mutable_token_ids(); }, "token_ids"},
-      {"max_tokens", [](v1::GenerateRequest& r) { r.mutable_stop()->set_max_tokens(kMaxTokensLimit + 1); }, "max_tokens"},
+      {"max_tokens", [](v1::GenerateRequest& r) { r.mutable_stop()->set_max_tokens(kMaxTokensLimit + 1); },
+       "max_tokens"},
       {"logprobs", [](v1::GenerateRequest& r) { r.set_logprobs(21); }, "logprobs"},
       {"stop id", [](v1::GenerateRequest& r) { r.mutable_stop()->add_stop_token_ids(-1); }, "stop_token_ids[0]"},
       {"id out of vocabulary", [](v1::GenerateRequest& r) { r.mutable_token_ids()->add_ids(1 << 30); }, ""},
@@ -264,7 +264,9 @@ TEST_F(GrpcServerTest, AbortReachesOnlyTheOwnersRequest) {
     v1::GenerateResponse response;
     ASSERT_TRUE(reader->Read(&response));
     const std::string id = response.request_id();
-    if (!client_id.empty()) EXPECT_EQ(id, client_id);
+    if (!client_id.empty()) {
+      EXPECT_EQ(id, client_id);
+    }
 
     v1::AbortRequest abort;
     abort.set_request_id(id);
@@ -449,9 +451,9 @@ TEST_F(GrpcServerTest, EveryRpcButHealthNeedsAValidKey) {
   EXPECT_EQ(calls(""), unauthenticated);
   EXPECT_EQ(calls("wrong"), unauthenticated);
   EXPECT_EQ(accounting_.unauthenticated(), 12);
-  EXPECT_EQ(calls("secret"), (std::vector<grpc::StatusCode>{grpc::StatusCode::OK, grpc::StatusCode::NOT_FOUND,
-                                                            grpc::StatusCode::OK, grpc::StatusCode::OK,
-                                                            grpc::StatusCode::OK, grpc::StatusCode::OK}));
+  EXPECT_EQ(calls("secret"),
+            (std::vector<grpc::StatusCode>{grpc::StatusCode::OK, grpc::StatusCode::NOT_FOUND, grpc::StatusCode::OK,
+                                           grpc::StatusCode::OK, grpc::StatusCode::OK, grpc::StatusCode::OK}));
   grpc::health::v1::HealthCheckResponse response;
   EXPECT_TRUE(health->Check(Context().get(), grpc::health::v1::HealthCheckRequest(), &response).ok());
   EXPECT_EQ(accounting_.unauthenticated(), 12);
