@@ -18,18 +18,23 @@ namespace mcserve::engine::internal {
 namespace {
 
 // Why RTLD_LOCAL | RTLD_DEEPBIND: docs/architecture.md. The sanitizer runtimes refuse RTLD_DEEPBIND;
-// their builds go without.
+// their builds go without, and then refuse to load the module into a process that has a protobuf.
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr int kDlopenFlags = RTLD_NOW | RTLD_LOCAL;
+#define MCSERVE_SANITIZED 1
 #elif defined(__has_feature)
 #if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-constexpr int kDlopenFlags = RTLD_NOW | RTLD_LOCAL;
-#else
-constexpr int kDlopenFlags = RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND;
+#define MCSERVE_SANITIZED 1
 #endif
-#else
-constexpr int kDlopenFlags = RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND;
 #endif
+#ifdef MCSERVE_SANITIZED
+constexpr bool kDeepBind = false;
+#else
+constexpr bool kDeepBind = true;
+#endif
+constexpr int kDlopenFlags = RTLD_NOW | RTLD_LOCAL | (kDeepBind ? RTLD_DEEPBIND : 0);
+
+// A symbol both libprotobuf and libsentencepiece's bundled protobuf-lite define.
+constexpr char kProtobufProbe[] = "_ZN6google8protobuf11MessageLite14ParseFromArrayEPKvi";
 
 }  // namespace
 
@@ -48,7 +53,14 @@ std::vector<std::string> SentencePieceModuleCandidates() {
   return candidates;
 }
 
+bool SentencePieceModuleDeepBinds() { return kDeepBind; }
+
 absl::StatusOr<NewSentencePieceModelFn> OpenSentencePieceModule(const std::vector<std::string>& candidates) {
+  if (!kDeepBind && dlsym(RTLD_DEFAULT, kProtobufProbe) != nullptr) {
+    return absl::FailedPreconditionError(
+        "cannot load the SentencePiece module in a sanitizer build of a process that links protobuf: without "
+        "RTLD_DEEPBIND (which the sanitizers refuse) SentencePiece would bind to that protobuf");
+  }
   std::vector<std::string> tried;
   for (const std::string& path : candidates) {
     if (access(path.c_str(), R_OK) != 0) {

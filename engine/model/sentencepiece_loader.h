@@ -19,6 +19,10 @@ std::vector<std::string> SentencePieceModuleCandidates();
 // every path tried (and why each failed) when none loads. Not cached.
 absl::StatusOr<NewSentencePieceModelFn> OpenSentencePieceModule(const std::vector<std::string>& candidates);
 
+// Whether the module is opened with RTLD_DEEPBIND (false in sanitizer builds, which then cannot load it
+// into a process that links protobuf: FAILED_PRECONDITION).
+bool SentencePieceModuleDeepBinds();
+
 // A new, empty model from the module (loaded on the first call from SentencePieceModuleCandidates();
 // that outcome, success or error, is kept for the process).
 absl::StatusOr<std::unique_ptr<SentencePieceModel>> NewSentencePieceModel();
