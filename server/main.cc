@@ -6,7 +6,6 @@
 //
 // Every flag can also be set with an environment variable MCSERVE_<FLAG NAME IN CAPITALS>
 // (MCSERVE_GRPC_PORT=8001); a flag on the command line wins.
-#include <dlfcn.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -123,35 +122,6 @@ absl::StatusOr<std::string> ReadFile(const std::string& flag, const std::string&
 // --device, resolved: the default is cuda when a GPU is usable, else cpu.
 absl::StatusOr<mcserve::kernels::Device> ChosenDevice() {
   return mcserve::cli::DeviceFromFlagValue(absl::GetFlag(FLAGS_device));
-}
-
-// The gRPC module (see server/grpc/grpc_server.h): next to the binary, else where it was built.
-absl::StatusOr<mcserve::server::StartGrpcServerFn> LoadGrpcServerModule() {
-  std::vector<std::string> candidates;
-  if (const char* env = std::getenv("MCSERVE_GRPC_MODULE"); env != nullptr && *env != '\0') candidates.push_back(env);
-  char self[4096];
-  const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  if (n > 0) {
-    std::string dir(self, static_cast<size_t>(n));
-    dir = dir.substr(0, dir.rfind('/') + 1);
-    candidates.push_back(dir + "libmcserve_grpc_module.so");
-    candidates.push_back(dir + "../lib/mcserve/libmcserve_grpc_module.so");
-  }
-  candidates.push_back(MCSERVE_GRPC_MODULE);
-  std::string errors;
-  for (const std::string& path : candidates) {
-    if (access(path.c_str(), R_OK) != 0) continue;
-    void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
-    if (handle == nullptr) {
-      absl::StrAppend(&errors, " ", dlerror());
-      continue;
-    }
-    using EntryFn = mcserve::server::StartGrpcServerFn (*)();
-    auto entry = reinterpret_cast<EntryFn>(dlsym(handle, mcserve::server::kStartGrpcServerSymbol));
-    if (entry == nullptr) return absl::InternalError(absl::StrCat(path, ": no ", mcserve::server::kStartGrpcServerSymbol));
-    return entry();
-  }
-  return absl::NotFoundError(absl::StrCat("cannot load the gRPC module libmcserve_grpc_module.so", errors));
 }
 
 // "host:port" with IPv6 hosts bracketed.
@@ -302,8 +272,7 @@ absl::Status Run() {
   MCSERVE_ASSIGN_OR_RETURN(mcserve::server::GrpcServerOptions grpc_options, GrpcOptionsFromFlags(dir));
   grpc_options.api_keys = api_keys;
   grpc_options.accounting = caller_metrics.get();
-  MCSERVE_ASSIGN_OR_RETURN(mcserve::server::StartGrpcServerFn start_grpc, LoadGrpcServerModule());
-  MCSERVE_ASSIGN_OR_RETURN(auto grpc_server, start_grpc(eng.get(), model.get(), grpc_options));
+  MCSERVE_ASSIGN_OR_RETURN(auto grpc_server, mcserve::server::StartGrpcServer(eng.get(), model.get(), grpc_options));
   mcserve::server::HttpServerOptions http_options = HttpOptionsFromFlags(model_name, &registry);
   http_options.api_keys = std::move(api_keys);
   http_options.accounting = caller_metrics.get();

@@ -8,13 +8,13 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
-#include "engine/model/sentencepiece_adapter.h"
+#include "engine/model/sentencepiece_loader.h"
 
 namespace mcserve::engine {
 
 struct Tokenizer::Impl {
   std::string path;
-  internal::SentencePieceAdapter processor;
+  std::unique_ptr<internal::SentencePieceModel> model;  // from the SentencePiece module
 };
 
 namespace {
@@ -94,7 +94,8 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Load(const std::string& pa
   }
   auto impl = std::make_unique<Impl>();
   impl->path = path;
-  if (std::string error = impl->processor.Load(path); !error.empty()) {
+  MCSERVE_ASSIGN_OR_RETURN(impl->model, internal::NewSentencePieceModel());
+  if (std::string error = impl->model->Load(path); !error.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("cannot load SentencePiece model ", path, ": ", error));
   }
   return std::unique_ptr<Tokenizer>(new Tokenizer(std::move(impl)));
@@ -107,7 +108,7 @@ absl::StatusOr<std::vector<int32_t>> Tokenizer::Encode(std::string_view text, bo
                                                    " at byte offset ", bad));
   }
   std::vector<int> ids;
-  if (std::string error = impl_->processor.Encode(text, &ids); !error.empty()) {
+  if (std::string error = impl_->model->Encode(text, &ids); !error.empty()) {
     return absl::InternalError(absl::StrCat("SentencePiece (", impl_->path, "): ", error));
   }
   std::vector<int32_t> out;
@@ -135,15 +136,15 @@ absl::StatusOr<std::string> Tokenizer::Decode(std::span<const int32_t> ids) cons
     v.push_back(ids[i]);
   }
   std::string text;
-  if (std::string error = impl_->processor.Decode(v, &text); !error.empty()) {
+  if (std::string error = impl_->model->Decode(v, &text); !error.empty()) {
     return absl::InternalError(absl::StrCat("SentencePiece (", impl_->path, "): ", error));
   }
   return text;
 }
 
-int32_t Tokenizer::vocab_size() const { return impl_->processor.PieceSize(); }
-int32_t Tokenizer::bos_id() const { return impl_->processor.BosId(); }
-int32_t Tokenizer::eos_id() const { return impl_->processor.EosId(); }
+int32_t Tokenizer::vocab_size() const { return impl_->model->PieceSize(); }
+int32_t Tokenizer::bos_id() const { return impl_->model->BosId(); }
+int32_t Tokenizer::eos_id() const { return impl_->model->EosId(); }
 
 // Windowed decoding. SentencePiece's Decode drops the leading "▁" of the first piece that is not a
 // control piece (BOS/EOS decode to nothing) and decodes each run of byte pieces on its own (a byte

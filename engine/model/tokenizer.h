@@ -1,5 +1,6 @@
-// Tokenizer: SentencePiece from a model directory's tokenizer.model, plus an incremental
-// detokenizer that never splits a UTF-8 character. Thread-safe after Load (const methods).
+// Tokenizer: SentencePiece from a model directory's tokenizer.model (through its own module,
+// sentencepiece_loader.h), plus an incremental detokenizer that never splits a UTF-8 character.
+// Thread-safe after Load (const methods).
 #pragma once
 
 #include <cstdint>
@@ -15,7 +16,8 @@ namespace mcserve::engine {
 
 class Tokenizer {
  public:
-  // Loads a SentencePiece model file; InvalidArgument naming the file if unreadable or corrupt.
+  // Loads a SentencePiece model file; InvalidArgument naming the file if unreadable or corrupt;
+  // FailedPrecondition naming the paths tried if the SentencePiece module cannot be loaded.
   static absl::StatusOr<std::unique_ptr<Tokenizer>> Load(const std::string& path);
   ~Tokenizer();
 

@@ -47,7 +47,7 @@ void GenerateStream::OnOutput() {
     }
   }
   if (cancel) context_->TryCancel();  // the write fails, then OnWriteDone finishes the call
-  if (flush) Flush();
+  if (flush) Flush(/*on_scheduler=*/true);
 }
 
 void GenerateStream::OnWriteDone(bool ok) {
@@ -57,7 +57,7 @@ void GenerateStream::OnWriteDone(bool ok) {
     if (!ok) finished_ = true;
   }
   if (!ok) return Finish(Cancelled());
-  Flush();
+  Flush(/*on_scheduler=*/false);
 }
 
 void GenerateStream::OnCancel() {
@@ -86,7 +86,7 @@ void GenerateStream::OnDone() {
   delete this;
 }
 
-void GenerateStream::Flush() {
+void GenerateStream::Flush(bool on_scheduler) {
   for (;;) {
     bool cancelled = false;
     {
@@ -98,7 +98,10 @@ void GenerateStream::Flush() {
     if (cancelled) return Finish(Cancelled());
     switch (Collect()) {
       case Batch::kEvents: return Write(/*last=*/false);
-      case Batch::kFinal: return Write(/*last=*/true);
+      case Batch::kFinal:
+        if (!on_scheduler) return WriteFinal();
+        // Due at once: the callback runs on gRPC's executor, not here.
+        return hop_.Set(gpr_now(GPR_CLOCK_MONOTONIC), [this](bool) { WriteFinal(); });
       case Batch::kFailed: {
         {
           std::lock_guard<std::mutex> lock(mu_);
@@ -132,12 +135,17 @@ GenerateStream::Batch GenerateStream::Collect() {
         return Batch::kFailed;
       }
       Append(*event);
-      Complete(*event);
+      final_event_ = *std::move(event);
       return Batch::kFinal;
     }
     Append(*event);
   }
   return events > 0 ? Batch::kEvents : Batch::kEmpty;
+}
+
+void GenerateStream::WriteFinal() {
+  Complete(*final_event_);
+  Write(/*last=*/true);
 }
 
 void GenerateStream::Append(const OutputEvent& event) {

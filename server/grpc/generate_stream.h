@@ -8,7 +8,9 @@
 // stops decoding for it (backpressure) until its write timeout, when the engine cancels the request
 // (final event kCancelled with a DEADLINE_EXCEEDED error). A write still stuck when output arrives
 // after the write timeout has passed gets the call cancelled (TryCancel), so nothing is held. A
-// cancelled call (client gone, deadline) aborts the request in OnCancel.
+// cancelled call (client gone, deadline) aborts the request in OnCancel. The final response (its
+// Completion reads Engine::Stats) is never built on the scheduler thread: a final event found there is
+// handed to a gRPC thread (a callback Alarm) first.
 #pragma once
 
 #include <atomic>
@@ -16,8 +18,10 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
+#include <grpcpp/alarm.h>
 #include <grpcpp/grpcpp.h>
 
 #include "absl/status/status.h"
@@ -69,13 +73,17 @@ class GenerateStream final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
 
   // The engine's output listener (scheduler thread).
   void OnOutput();
-  // Drains, writes or finishes; the caller holds the write claim (claimed_).
-  void Flush();
-  // Moves up to kMaxEventsPerResponse queued events into response_ (and failure_ for kFailed).
+  // Drains, writes or finishes; the caller holds the write claim (claimed_). `on_scheduler`: called by
+  // the engine's listener, so the final response is left to a gRPC thread (WriteFinal via hop_).
+  void Flush(bool on_scheduler);
+  // Moves up to kMaxEventsPerResponse queued events into response_ (the final one also into
+  // final_event_, and failure_ for kFailed).
   Batch Collect();
+  // Completes response_ from final_event_ and writes it, finishing the call. Not the scheduler thread.
+  void WriteFinal();
   // Adds a token or text event to response_.
   void Append(const engine::OutputEvent& event);
-  // Fills response_'s Completion from the final event.
+  // Fills response_'s Completion from the final event (reads Engine::Stats).
   void Complete(const engine::OutputEvent& event);
   // Starts writing response_ (finishing the call after it when `last`).
   void Write(bool last);
@@ -94,6 +102,8 @@ class GenerateStream final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   absl::Time first_token_;
   engine::FinishReason finish_reason_ = engine::FinishReason::kCancelled;
   absl::Status failure_;
+  std::optional<engine::OutputEvent> final_event_;
+  grpc::Alarm hop_;  // moves WriteFinal from the scheduler thread to a gRPC thread
 
   std::mutex mu_;
   bool claimed_ = false;          // someone is building a response, or a write is in flight

@@ -119,8 +119,3 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> StartGrpcServer(engine::Engine* engi
 }
 
 }  // namespace mcserve::server
-
-// The module's entry point (see kStartGrpcServerSymbol).
-extern "C" __attribute__((visibility("default"))) mcserve::server::StartGrpcServerFn mcserve_start_grpc_server() {
-  return &mcserve::server::StartGrpcServer;
-}

@@ -1,12 +1,5 @@
 // GrpcServer: the whole gRPC front end (Generation + grpc.health.v1.Health + reflection v1 and
-// v1alpha) behind a small interface, built as a loadable module (libmcserve_grpc_module.so).
-//
-// Why a module: Debian 12's libsentencepiece (the engine's tokenizer) exports its own bundled
-// protobuf-lite 3.14, whose symbols collide with libprotobuf 3.21's (gRPC's): whichever library the
-// dynamic linker sees first serves both, and either order crashes. The binary therefore links no
-// protobuf; it loads this module with RTLD_DEEPBIND (LoadGrpcServerModule), so protobuf and gRPC
-// bind to each other first, while engine symbols come from the binary (built with exported symbols).
-// What crosses the boundary (GrpcServerOptions, GrpcServer) is plain C++ types and virtual interfaces.
+// v1alpha) behind a small interface, so that mcserve and the tests include no gRPC header to run it.
 #pragma once
 
 #include <memory>
@@ -62,10 +55,5 @@ class GrpcServer {
 // listen; INVALID_ARGUMENT for bad TLS settings.
 absl::StatusOr<std::unique_ptr<GrpcServer>> StartGrpcServer(engine::Engine* engine, const engine::Model* model,
                                                            const GrpcServerOptions& options);
-
-// The module's entry point (resolved by name with dlsym): StartGrpcServer.
-using StartGrpcServerFn = absl::StatusOr<std::unique_ptr<GrpcServer>> (*)(engine::Engine*, const engine::Model*,
-                                                                         const GrpcServerOptions&);
-inline constexpr char kStartGrpcServerSymbol[] = "mcserve_start_grpc_server";
 
 }  // namespace mcserve::server

@@ -1,6 +1,6 @@
 // ReflectionAnswers: the content of gRPC server reflection (grpc.reflection.v1; v1alpha is the same
-// on the wire), answered from protobuf's generated descriptor pool: the files compiled into the gRPC
-// module (mcserve.v1, grpc.health.v1, the reflection protocols, protobuf's own).
+// on the wire), answered from protobuf's generated descriptor pool: the files compiled into mcserve
+// (mcserve.v1, grpc.health.v1, the reflection protocols, protobuf's own).
 #pragma once
 
 #include <string>

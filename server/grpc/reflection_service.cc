@@ -90,6 +90,11 @@ std::vector<std::string> ReflectionServices::Names() {
 }
 
 absl::StatusOr<std::unique_ptr<ReflectionServices>> ReflectionServices::Create(ReflectionOptions options) {
+  // Refers to v1alpha's messages (answered as v1) so that their object file, and with it the file's
+  // descriptor, is linked from the static library.
+  if (grpc::reflection::v1alpha::ServerReflectionRequest::descriptor() == nullptr) {
+    return absl::InternalError("reflection: no descriptor for grpc.reflection.v1alpha");
+  }
   std::vector<std::string> listed = std::move(options.services);
   for (std::string& name : Names()) listed.push_back(std::move(name));
   absl::StatusOr<ReflectionAnswers> answers = ReflectionAnswers::Create(std::move(listed));

@@ -1,5 +1,5 @@
 """What the built mcserve needs at run time: the Debian packages that own the shared libraries it and its
-gRPC module link directly (as `objdump -p` lists them, resolved by `ldd` and `dpkg -S`), and the CUDA
+tokenizer module link directly (as `objdump -p` lists them, resolved by `ldd` and `dpkg -S`), and the CUDA
 libraries (outside dpkg, under /usr/local/cuda) it loads, with theirs."""
 import functools
 import os
@@ -8,8 +8,9 @@ import subprocess
 
 
 def binaries(server):
-    """mcserve and the gRPC module it loads from its own directory (server/main.cc)."""
-    return [server, os.path.join(os.path.dirname(server), "libmcserve_grpc_module.so")]
+    """mcserve and the tokenizer module it loads, where the build put it (engine/model/sentencepiece_loader.h)."""
+    build = os.path.dirname(os.path.dirname(os.path.abspath(server)))
+    return [server, os.path.join(build, "engine", "libmcserve_sentencepiece.so")]
 
 
 def needed(path):
@@ -40,7 +41,7 @@ def owners(paths):
 
 @functools.lru_cache(maxsize=None)
 def debian_packages(server):
-    """The packages owning the libraries mcserve and its module link directly."""
+    """The packages owning the libraries mcserve and its tokenizer module link directly."""
     paths = []
     for binary in binaries(server):
         resolved_paths = resolved(binary)

@@ -92,7 +92,7 @@ def test_every_copied_path_exists(dockerfile, server_binary):
 
 
 def test_runtime_packages_are_the_libraries_mcserve_links(dockerfile, server_binary):
-    """The runtime stage installs exactly the packages owning the libraries the built mcserve and its gRPC
+    """The runtime stage installs exactly the packages owning the libraries the built mcserve and its tokenizer
     module link (less those in every Debian image), plus curl for HEALTHCHECK."""
     _, s = dockerfile
     want = rl.debian_packages(server_binary) - rl.base_image_packages()
@@ -141,7 +141,7 @@ def test_healthcheck_asks_the_http_port_for_health(dockerfile):
 
 def test_environment_ports_model_and_entrypoint(dockerfile):
     """EXPOSE lists the MCSERVE_*_PORT values, MCSERVE_MODEL is where the bundled model is copied, and the
-    entry point is the copied binary next to ../lib/mcserve/libmcserve_grpc_module.so."""
+    entry point is the copied binary next to ../lib/mcserve/libmcserve_sentencepiece.so (its tokenizer module)."""
     path, s = dockerfile
     runtime = s["runtime"]
     env = dp.env(runtime)
@@ -155,8 +155,8 @@ def test_environment_ports_model_and_entrypoint(dockerfile):
     binary = eval(entry.args)[0]  # exec form: a JSON list
     assert copies[binary].sources == ["/src/build/server/mcserve"]
     module = os.path.normpath(os.path.join(os.path.dirname(binary), "..", "lib", "mcserve",
-                                           "libmcserve_grpc_module.so"))
-    assert copies[module].sources == ["/src/build/server/libmcserve_grpc_module.so"]
+                                           "libmcserve_sentencepiece.so"))
+    assert copies[module].sources == ["/src/build/engine/libmcserve_sentencepiece.so"]
 
 
 def test_environment_names_are_server_flags(dockerfile, flags):
