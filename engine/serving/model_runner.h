@@ -1,6 +1,6 @@
-// ModelRunner: what the scheduler needs from a loaded model — state slots, one batched forward step,
+// ModelRunner: what the engine needs from a loaded model — state slots, one batched forward step,
 // and prefix reuse — so that scheduling is tested with a fake runner and served with the real one
-// (RecurrentRunner: Model + StatePool + CheckpointStore). Scheduler thread only.
+// (RecurrentRunner: Model + StatePool + CheckpointStore). Engine loop thread only.
 #pragma once
 
 #include <cstdint>
@@ -8,14 +8,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/runner/model.h"
 
 namespace mcserve::engine {
-
-// One sequence of a step: run `tokens` (≥ 1) through the state in `slot`.
-struct StepSequence {
-  int slot = 0;
-  std::span<const int32_t> tokens;
-};
 
 // Counters of the runner's slots and checkpoint store, for the Engine's stats snapshot.
 struct RunnerStats {
@@ -51,7 +46,7 @@ class ModelRunner {
   // Runs one batch (distinct slots, each begun) and returns host logits [batch.size(), vocab] of each
   // sequence's last token, row per sequence in order. After an error the batch's sequences are in an
   // undefined state: the caller ends them.
-  virtual absl::StatusOr<std::vector<float>> Step(std::span<const StepSequence> batch) = 0;
+  virtual absl::StatusOr<std::vector<float>> Step(std::span<const SequenceChunk> batch) = 0;
   // Ends the sequence in `slot` (finished, cancelled or failed): releases its pages' references.
   virtual void End(int slot) = 0;
 

@@ -120,8 +120,8 @@ int64_t RecurrentRunner::NextSnapshotAt(int slot) const {
   return at <= seq.prompt_tokens ? at : -1;
 }
 
-absl::StatusOr<std::vector<float>> RecurrentRunner::Step(std::span<const StepSequence> batch) {
-  for (const StepSequence& s : batch) {
+absl::StatusOr<std::vector<float>> RecurrentRunner::Step(std::span<const SequenceChunk> batch) {
+  for (const SequenceChunk& s : batch) {
     if (s.slot < 0 || s.slot >= pool_.num_slots() || !sequences_[s.slot].active || s.tokens.empty()) {
       return absl::InvalidArgumentError(absl::StrCat("Step: slot ", s.slot, " is not running, or has no tokens"));
     }

@@ -36,7 +36,7 @@ class RecurrentRunner : public ModelRunner {
   int vocab_size() const override;
   int64_t boundary_tokens() const override { return cache_ ? cache_->block_tokens() : 0; }
   absl::StatusOr<int64_t> Begin(int slot, std::span<const int32_t> prompt) override;
-  absl::StatusOr<std::vector<float>> Step(std::span<const StepSequence> batch) override;
+  absl::StatusOr<std::vector<float>> Step(std::span<const SequenceChunk> batch) override;
   void End(int slot) override;
   RunnerStats stats() const override;
 

@@ -1,4 +1,4 @@
-// A generation request: what a client submits (RequestSpec), the state the scheduler keeps for it
+// A generation request: what a client submits (RequestSpec), the state the engine's loop keeps for it
 // (Request), and the client's side of it (RequestHandle: its output stream and cancellation).
 #pragma once
 
@@ -33,11 +33,14 @@ struct RequestSpec {
 // id outside [0, vocab_size). Any thread.
 absl::Status ValidatePrompt(std::span<const int32_t> prompt, int vocab_size, int64_t max_prompt_tokens);
 
-// Where a request is in its life (kDone: finished, its slot released). Scheduler thread only.
+// A request's last event: `reason` (never kNone) and, for kError / a write timeout, why. Any thread.
+OutputEvent FinalEvent(FinishReason reason, absl::Status error = absl::OkStatus());
+
+// Where a request is in its life (kDone: finished, its slot released). Engine loop thread only.
 enum class RequestPhase { kWaiting, kPrefill, kDecode, kDone };
 
-// The scheduler's state for one request. Created by Scheduler::Submit (caller's thread), then owned
-// and touched by the scheduler thread only — except `channel`, which is thread-safe.
+// The engine's state for one request. Created by Engine::Submit (caller's thread), then owned
+// and touched by the engine's loop thread only — except `channel`, which is thread-safe.
 struct Request {
   uint64_t id = 0;
   RequestSpec spec;

@@ -71,7 +71,7 @@ class FakeModelRunner : public ModelRunner {
     return cached;
   }
 
-  absl::StatusOr<std::vector<float>> Step(std::span<const StepSequence> batch) override {
+  absl::StatusOr<std::vector<float>> Step(std::span<const SequenceChunk> batch) override {
     {
       // The gate: a test can hold the scheduler inside a chosen step.
       std::unique_lock<std::mutex> gate(gate_mu_);
@@ -86,7 +86,7 @@ class FakeModelRunner : public ModelRunner {
     std::lock_guard<std::mutex> lock(mu_);
     std::vector<Seq> record;
     std::set<int> seen;
-    for (const StepSequence& s : batch) {
+    for (const SequenceChunk& s : batch) {
       if (!active_.count(s.slot) || !seen.insert(s.slot).second || s.tokens.empty()) ++violations_;
       record.push_back({s.slot, static_cast<int64_t>(history_[s.slot].size()),
                         std::vector<int32_t>(s.tokens.begin(), s.tokens.end()), begun_prompt_size_[s.slot]});
@@ -98,7 +98,7 @@ class FakeModelRunner : public ModelRunner {
       }
     }
     steps_.push_back(record);
-    for (const StepSequence& s : batch) {
+    for (const SequenceChunk& s : batch) {
       for (int32_t t : s.tokens) {
         if (poison_token_ >= 0 && t == poison_token_) {
           ++failed_steps_;

@@ -74,7 +74,7 @@ std::vector<float> RunFrom(RecurrentRunner& runner, int slot, const std::vector<
                            int decode) {
   std::vector<float> all;
   auto step = [&](std::span<const int32_t> tokens) -> std::vector<float> {
-    const StepSequence seq{.slot = slot, .tokens = tokens};
+    const SequenceChunk seq{.slot = slot, .tokens = tokens};
     auto logits = runner.Step({&seq, 1});
     EXPECT_TRUE(logits.ok()) << logits.status();
     if (!logits.ok()) return {};
@@ -153,13 +153,13 @@ TEST(RecurrentRunnerTest, AWholePromptInOneStepIsStillCachedAtEveryBlock) {
   RecurrentRunner& r = **runner;
   const std::vector<int32_t> prompt = testing::LoadGolden("gated_deltanet").prompt_ids;
   ASSERT_TRUE(r.Begin(0, prompt).ok());
-  auto whole = r.Step(std::vector<StepSequence>{{.slot = 0, .tokens = prompt}});
+  auto whole = r.Step(std::vector<SequenceChunk>{{.slot = 0, .tokens = prompt}});
   ASSERT_TRUE(whole.ok()) << whole.status();
   auto cached = r.Begin(1, prompt);
   ASSERT_TRUE(cached.ok());
   EXPECT_EQ(*cached, 32);
   const std::span<const int32_t> tail = std::span(prompt).subspan(32);
-  auto resumed = r.Step(std::vector<StepSequence>{{.slot = 1, .tokens = tail}});
+  auto resumed = r.Step(std::vector<SequenceChunk>{{.slot = 1, .tokens = tail}});
   ASSERT_TRUE(resumed.ok());
   EXPECT_EQ(*resumed, *whole);
   ASSERT_TRUE(r.SanityCheck().ok()) << r.SanityCheck();
@@ -232,12 +232,12 @@ TEST(RecurrentRunnerTest, AStoreWithoutRoomRefusesANewSequence) {
                      .prefix_caching = false});
   ASSERT_TRUE(runner.ok());
   ASSERT_TRUE((*runner)->Begin(0, std::vector<int32_t>{1, 2, 3, 4, 5}).ok());
-  ASSERT_TRUE((*runner)->Step(std::vector<StepSequence>{{.slot = 0, .tokens = std::vector<int32_t>{1, 2, 3, 4, 5}}}).ok());
+  ASSERT_TRUE((*runner)->Step(std::vector<SequenceChunk>{{.slot = 0, .tokens = std::vector<int32_t>{1, 2, 3, 4, 5}}}).ok());
   begun = (*runner)->Begin(1, prompt);
   EXPECT_EQ(begun.status().code(), absl::StatusCode::kResourceExhausted) << begun.status();
   EXPECT_TRUE(absl::StrContains(begun.status().message(), "no room for another sequence")) << begun.status();
   // The refused slot stays free.
-  EXPECT_EQ((*runner)->Step(std::vector<StepSequence>{{.slot = 1, .tokens = prompt}}).status().code(),
+  EXPECT_EQ((*runner)->Step(std::vector<SequenceChunk>{{.slot = 1, .tokens = prompt}}).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
 
