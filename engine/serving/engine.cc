@@ -41,7 +41,6 @@ Engine::Engine(std::unique_ptr<ModelRunner> runner, const Tokenizer* tokenizer, 
       num_slots_(runner_->num_slots()),
       vocab_size_(runner_->vocab_size()),
       boundary_(runner_->boundary_tokens()) {
-  for (int s = num_slots_ - 1; s >= 0; --s) free_slots_.push_back(s);
   for (int32_t id = tokenizer->vocab_size(); id < vocab_size_; ++id) padding_ids_.push_back(id);
   counters_.slots_total = num_slots_;
 }
@@ -103,7 +102,7 @@ EngineStats Engine::Stats() const {
 
 void Engine::PublishStats() {
   EngineStats s = counters_;
-  s.slots_used = num_slots_ - static_cast<int>(free_slots_.size());
+  s.slots_used = num_slots_ - runner_->num_free_slots();
   s.running = std::count_if(running_.begin(), running_.end(),
                             [](const auto& r) { return r->phase != RequestPhase::kDone; });
   s.runner = runner_->stats();

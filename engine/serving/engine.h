@@ -155,7 +155,6 @@ class Engine {
 
   // Loop thread only.
   std::vector<std::unique_ptr<Request>> running_;  // admission order
-  std::vector<int> free_slots_;                    // descending, so back() is the lowest
   EngineStats counters_;                           // counters accumulated by the thread
   int64_t step_ = 0;
 

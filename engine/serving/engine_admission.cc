@@ -14,9 +14,8 @@ Request* Engine::AdmitHead(bool* admission_blocked, bool* stop) {
     }
     head = waiting_.front().get();  // only this thread pops, so the head stays valid
   }
-  const int slot = free_slots_.back();
-  absl::StatusOr<int64_t> cached = runner_->Begin(slot, head->spec.prompt);
-  if (!cached.ok() && absl::IsResourceExhausted(cached.status())) {
+  absl::StatusOr<BeginResult> begun = runner_->Begin(head->spec.prompt);
+  if (!begun.ok() && absl::IsResourceExhausted(begun.status())) {
     // No room in the checkpoint store now: the head keeps its place (FCFS; later requests don't
     // jump ahead) and Begin is retried next step, after running requests may have ended.
     *admission_blocked = true;
@@ -29,21 +28,21 @@ Request* Engine::AdmitHead(bool* admission_blocked, bool* stop) {
     r = std::move(waiting_.front());
     waiting_.pop_front();
   }
-  if (!cached.ok()) {
-    Finish(r.get(), FinalEvent(FinishReason::kError, cached.status()));
+  if (!begun.ok()) {
+    Finish(r.get(), FinalEvent(FinishReason::kError, begun.status()));
     return nullptr;  // the next in line may still be admitted
   }
-  free_slots_.pop_back();
-  r->slot = slot;
-  if (*cached < 0 || *cached >= r->prompt_len()) {
+  r->slot = begun->slot;  // Finish ends the sequence and so releases the slot
+  const int64_t cached = begun->cached_tokens;
+  if (cached < 0 || cached >= r->prompt_len()) {
     Finish(r.get(), FinalEvent(FinishReason::kError,
-                               absl::InternalError(absl::StrCat("ModelRunner::Begin reported ", *cached,
+                               absl::InternalError(absl::StrCat("ModelRunner::Begin reported ", cached,
                                                                 " cached tokens for a prompt of ", r->prompt_len()))));
     return nullptr;
   }
   r->phase = RequestPhase::kPrefill;
-  r->cached_tokens = r->position = *cached;
-  counters_.prompt_tokens_cached += *cached;
+  r->cached_tokens = cached;
+  counters_.prompt_tokens_cached += cached;
   running_.push_back(std::move(r));
   return running_.back().get();
 }

@@ -6,7 +6,7 @@
 namespace mcserve::engine {
 
 int64_t Engine::ChunkEnd(const Request& r, int64_t budget) const {
-  const int64_t start = r.position;
+  const int64_t start = runner_->position(r.slot);
   int64_t end = std::min(r.prompt_len(), start + budget);
   if (boundary_ > 0) {
     if (options_.stop_at_every_boundary) {
@@ -43,18 +43,18 @@ Engine::StepPlan Engine::BuildBatch(bool* admission_blocked) {
   }
   // 2. Prefill chunks of admitted requests, in admission order (FCFS).
   auto add_prefill = [&](Request* r) {
-    const int64_t end = ChunkEnd(*r, budget);
+    const int64_t start = runner_->position(r->slot), end = ChunkEnd(*r, budget);
     // The last chunk yields a token: it needs room in the channel like a decode.
     if (end == r->prompt_len() && !r->channel->HasRoom()) return;
-    add(r, std::span<const int32_t>(r->spec.prompt).subspan(r->position, end - r->position), false);
-    budget -= end - r->position;
+    add(r, std::span<const int32_t>(r->spec.prompt).subspan(start, end - start), false);
+    budget -= end - start;
   };
   for (auto& r : running_) {
     if (budget == 0) break;
     if (r->phase == RequestPhase::kPrefill) add_prefill(r.get());
   }
   // 3. Admission of waiting requests, FCFS, while budget and slots remain.
-  while (budget > 0 && !free_slots_.empty()) {
+  while (budget > 0 && runner_->num_free_slots() > 0) {
     bool stop = false;
     Request* admitted = AdmitHead(admission_blocked, &stop);
     if (stop) break;

@@ -102,10 +102,8 @@ void Engine::RunStep(const StepPlan& plan) {
     Request* r = plan.requests[i];
     r->last_scheduled = step_;
     if (r->phase == RequestPhase::kPrefill) {
-      const auto n = static_cast<int64_t>(plan.chunks[i].tokens.size());
-      r->position += n;
-      counters_.prompt_tokens_processed += n;
-      if (r->position < r->prompt_len()) continue;  // mid-prompt: these logits are not used
+      counters_.prompt_tokens_processed += static_cast<int64_t>(plan.chunks[i].tokens.size());
+      if (runner_->position(r->slot) < r->prompt_len()) continue;  // mid-prompt: these logits are not used
       r->phase = RequestPhase::kDecode;
     }
     EmitToken(r, std::span<const float>(logits->data() + i * vocab, vocab));
@@ -146,9 +144,7 @@ void Engine::EmitToken(Request* r, std::span<const float> logits) {
 void Engine::Finish(Request* r, OutputEvent final_event) {
   if (r->phase == RequestPhase::kDone) return;
   if (r->slot >= 0) {
-    runner_->End(r->slot);
-    free_slots_.push_back(r->slot);
-    std::sort(free_slots_.begin(), free_slots_.end(), std::greater<int>());
+    runner_->End(r->slot);  // the runner's pool takes the slot back
     r->slot = -1;
   }
   r->phase = RequestPhase::kDone;

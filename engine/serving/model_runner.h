@@ -25,6 +25,12 @@ struct RunnerStats {
   int64_t prefix_cache_budget_bytes = 0;     // their budget (--prefix-cache-mib); -1 = unlimited
 };
 
+// Where ModelRunner::Begin put a new sequence.
+struct BeginResult {
+  int slot = -1;              // the state slot it acquired
+  int64_t cached_tokens = 0;  // prompt tokens resumed from the prefix cache (0 on a miss)
+};
+
 class ModelRunner {
  public:
   virtual ~ModelRunner() = default;
@@ -37,17 +43,23 @@ class ModelRunner {
   // split forward pass.
   virtual int64_t boundary_tokens() const = 0;
 
-  // Starts a sequence in the free slot `slot` with `prompt` (≥ 1 token): resumes from the longest
-  // cached prefix of whole segments, always leaving at least one prompt token to run, and returns
-  // how many prompt tokens that covered (0 on a miss). RESOURCE_EXHAUSTED when the checkpoint store
-  // has no room for another sequence now (the scheduler retries later); FAILED_PRECONDITION when it
-  // never could (the budgets are smaller than one segment's pages).
-  virtual absl::StatusOr<int64_t> Begin(int slot, std::span<const int32_t> prompt) = 0;
+  // State slots no sequence holds now (the runner's pool owns the free list).
+  virtual int num_free_slots() const = 0;
+  // Tokens the sequence in `slot` has run (cached prefix included): its next token's position.
+  virtual int64_t position(int slot) const = 0;
+
+  // Acquires a free slot and starts a sequence in it with `prompt` (≥ 1 token): resumes from the
+  // longest cached prefix of whole segments, always leaving at least one prompt token to run.
+  // RESOURCE_EXHAUSTED when no slot is free or the checkpoint store has no room for another sequence
+  // now (the engine retries later); FAILED_PRECONDITION when it never could (the budgets are smaller
+  // than one segment's pages).
+  virtual absl::StatusOr<BeginResult> Begin(std::span<const int32_t> prompt) = 0;
   // Runs one batch (distinct slots, each begun) and returns host logits [batch.size(), vocab] of each
   // sequence's last token, row per sequence in order. After an error the batch's sequences are in an
   // undefined state: the caller ends them.
   virtual absl::StatusOr<std::vector<float>> Step(std::span<const SequenceChunk> batch) = 0;
-  // Ends the sequence in `slot` (finished, cancelled or failed): releases its pages' references.
+  // Ends the sequence in `slot` (finished, cancelled or failed): releases its pages' references and
+  // returns the slot to the free list.
   virtual void End(int slot) = 0;
 
   virtual RunnerStats stats() const = 0;

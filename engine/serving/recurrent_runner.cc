@@ -48,11 +48,9 @@ int64_t RecurrentRunner::SegmentPageBytes() {
   return bytes;
 }
 
-absl::StatusOr<int64_t> RecurrentRunner::Begin(int slot, std::span<const int32_t> prompt) {
-  if (slot < 0 || slot >= pool_.num_slots() || sequences_[slot].active) {
-    return absl::InvalidArgumentError(absl::StrCat("Begin: slot ", slot, " is not a free slot"));
-  }
+absl::StatusOr<BeginResult> RecurrentRunner::Begin(std::span<const int32_t> prompt) {
   if (prompt.empty()) return absl::InvalidArgumentError("Begin: empty prompt");
+  if (pool_.num_free() == 0) return absl::ResourceExhaustedError("Begin: every state slot is in use");
   // Room for the next closed segment of every MC layer, when both tiers are bounded.
   CheckpointStore& store = pool_.checkpoints();
   const CheckpointStoreOptions& budget = store.options();
@@ -74,22 +72,23 @@ absl::StatusOr<int64_t> RecurrentRunner::Begin(int slot, std::span<const int32_t
                                                        free_bytes(), " bytes free, ", need, " needed per segment)"));
     }
   }
-  MCSERVE_RETURN_IF_ERROR(pool_.Reset(slot));
+  MCSERVE_ASSIGN_OR_RETURN(const int slot, pool_.Acquire());  // zeroed: state, position, checkpoints
   Sequence& seq = sequences_[slot];
-  seq = Sequence{.active = true, .prompt_tokens = static_cast<int64_t>(prompt.size())};
-  if (!cache_) return 0;
+  seq = Sequence{.prompt_tokens = static_cast<int64_t>(prompt.size())};
+  if (!cache_) return BeginResult{.slot = slot};
   const int64_t block = cache_->block_tokens();
   const int64_t max_blocks = (static_cast<int64_t>(prompt.size()) - 1) / block;  // ≥ 1 token left to run
-  if (max_blocks == 0) return 0;
+  if (max_blocks == 0) return BeginResult{.slot = slot};
   PrefixCache::Entry* hit = cache_->Lookup(prompt, max_blocks);
   if (hit == nullptr) {
     ++prefix_misses_;
-    return 0;
+    return BeginResult{.slot = slot};
   }
   absl::Status restored = Restore(slot, *hit);
   if (!restored.ok()) {
-    seq.active = false;
+    seq = Sequence{};
     (void)pool_.Reset(slot);
+    pool_.Release(slot);
     return restored;
   }
   const int64_t cached = hit->blocks * block;
@@ -98,7 +97,7 @@ absl::StatusOr<int64_t> RecurrentRunner::Begin(int slot, std::span<const int32_t
   cache_->Use(hit);
   ++prefix_hits_;
   prefix_cached_tokens_ += cached;
-  return cached;
+  return BeginResult{.slot = slot, .cached_tokens = cached};
 }
 
 absl::Status RecurrentRunner::Restore(int slot, const PrefixCache::Entry& entry) {
@@ -122,7 +121,7 @@ int64_t RecurrentRunner::NextSnapshotAt(int slot) const {
 
 absl::StatusOr<std::vector<float>> RecurrentRunner::Step(std::span<const SequenceChunk> batch) {
   for (const SequenceChunk& s : batch) {
-    if (s.slot < 0 || s.slot >= pool_.num_slots() || !sequences_[s.slot].active || s.tokens.empty()) {
+    if (s.slot < 0 || s.slot >= pool_.num_slots() || !pool_.in_use(s.slot) || s.tokens.empty()) {
       return absl::InvalidArgumentError(absl::StrCat("Step: slot ", s.slot, " is not running, or has no tokens"));
     }
   }
@@ -199,11 +198,12 @@ absl::StatusOr<std::vector<LayerSnapshot>> RecurrentRunner::Snapshot(int slot) {
 }
 
 void RecurrentRunner::End(int slot) {
-  if (slot < 0 || slot >= pool_.num_slots() || !sequences_[slot].active) return;
+  if (slot < 0 || slot >= pool_.num_slots() || !pool_.in_use(slot)) return;
   Sequence& seq = sequences_[slot];
   if (seq.last != nullptr) cache_->Unuse(seq.last);
   seq = Sequence{};
   pool_.checkpoints().Clear(slot);
+  pool_.Release(slot);
 }
 
 RunnerStats RecurrentRunner::stats() const {

@@ -35,7 +35,9 @@ class RecurrentRunner : public ModelRunner {
   int num_slots() const override { return pool_.num_slots(); }
   int vocab_size() const override;
   int64_t boundary_tokens() const override { return cache_ ? cache_->block_tokens() : 0; }
-  absl::StatusOr<int64_t> Begin(int slot, std::span<const int32_t> prompt) override;
+  int num_free_slots() const override { return pool_.num_free(); }
+  int64_t position(int slot) const override { return pool_.position(slot); }
+  absl::StatusOr<BeginResult> Begin(std::span<const int32_t> prompt) override;
   absl::StatusOr<std::vector<float>> Step(std::span<const SequenceChunk> batch) override;
   void End(int slot) override;
   RunnerStats stats() const override;
@@ -46,7 +48,6 @@ class RecurrentRunner : public ModelRunner {
 
  private:
   struct Sequence {
-    bool active = false;
     std::vector<int32_t> tokens;            // everything the slot has run (prompt first)
     int64_t prompt_tokens = 0;
     PrefixCache::Entry* last = nullptr;     // the chain entry of the last snapshotted block

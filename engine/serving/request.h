@@ -49,8 +49,7 @@ struct Request {
   OutputStream stream;
 
   RequestPhase phase = RequestPhase::kWaiting;
-  int slot = -1;               // state slot while running
-  int64_t position = 0;        // prompt tokens in the slot's state (cached + prefilled)
+  int slot = -1;               // state slot while running (its position: ModelRunner::position)
   int64_t cached_tokens = 0;   // prompt tokens Begin resumed from the prefix cache
   bool first_event_sent = false;
   int32_t next_input = 0;      // the last sampled token: input of the next decode step

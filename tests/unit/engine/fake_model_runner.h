@@ -46,12 +46,21 @@ class FakeModelRunner : public ModelRunner {
   int vocab_size() const override { return options_.vocab; }
   int64_t boundary_tokens() const override { return options_.boundary; }
 
-  absl::StatusOr<int64_t> Begin(int slot, std::span<const int32_t> prompt) override {
+  int num_free_slots() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return options_.num_slots - static_cast<int>(active_.size());
+  }
+  int64_t position(int slot) const override { return history_size(slot); }
+
+  // Takes the lowest free slot, like StatePool::Acquire.
+  absl::StatusOr<BeginResult> Begin(std::span<const int32_t> prompt) override {
     std::lock_guard<std::mutex> lock(mu_);
     ++begin_calls_;
-    if (slot < 0 || slot >= options_.num_slots || active_.count(slot)) {
-      ++violations_;
-      return absl::InternalError("Begin on a bad or busy slot");
+    int slot = 0;
+    while (slot < options_.num_slots && active_.count(slot)) ++slot;
+    if (slot == options_.num_slots) {
+      ++violations_;  // the engine asks only when num_free_slots() > 0
+      return absl::ResourceExhaustedError("fake: every slot is busy");
     }
     if (!prompt.empty() && prompt[0] == fail_begin_token_) {
       return absl::InvalidArgumentError("fake: Begin refuses this prompt");
@@ -68,7 +77,7 @@ class FakeModelRunner : public ModelRunner {
     begun_.push_back(std::vector<int32_t>(prompt.begin(), prompt.end()));
     history_[slot].assign(prompt.begin(), prompt.begin() + cached);
     begun_prompt_size_[slot] = static_cast<int64_t>(prompt.size());
-    return cached;
+    return BeginResult{.slot = slot, .cached_tokens = cached};
   }
 
   absl::StatusOr<std::vector<float>> Step(std::span<const SequenceChunk> batch) override {

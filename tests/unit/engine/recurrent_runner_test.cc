@@ -68,6 +68,14 @@ std::vector<Case> Cases() {
   return cases;
 }
 
+// Begins `prompt` on the runner's lowest free slot, which must be `slot`; the cached prompt tokens.
+absl::StatusOr<int64_t> BeginAt(RecurrentRunner& runner, int slot, std::span<const int32_t> prompt) {
+  auto begun = runner.Begin(prompt);
+  if (!begun.ok()) return begun.status();
+  EXPECT_EQ(begun->slot, slot);
+  return begun->cached_tokens;
+}
+
 // Runs `prompt` from position `from` in chunks ending on block boundaries, then `decode` greedy
 // tokens; returns every step's logits concatenated.
 std::vector<float> RunFrom(RecurrentRunner& runner, int slot, const std::vector<int32_t>& prompt, int64_t from,
@@ -108,14 +116,14 @@ TEST_P(PrefixReuseTest, ResumedFromACachedPrefixEqualsUninterrupted) {
   const std::vector<int32_t> prompt = testing::LoadGolden(c.fixture).prompt_ids;  // 35 tokens
 
   // First request: a miss; it caches its prompt's blocks.
-  auto cached = r.Begin(0, prompt);
+  auto cached = BeginAt(r, 0, prompt);
   ASSERT_TRUE(cached.ok()) << cached.status();
   EXPECT_EQ(*cached, 0);
   const std::vector<float> uninterrupted = RunFrom(r, 0, prompt, 0, 6);
   ASSERT_TRUE(r.SanityCheck().ok()) << r.SanityCheck();
 
   // Second request with the same prompt, while the first still runs: resumes at 32 = 4 blocks.
-  cached = r.Begin(1, prompt);
+  cached = BeginAt(r, 1, prompt);
   ASSERT_TRUE(cached.ok()) << cached.status();
   EXPECT_EQ(*cached, 32);
   const std::vector<float> resumed = RunFrom(r, 1, prompt, *cached, 6);
@@ -127,7 +135,7 @@ TEST_P(PrefixReuseTest, ResumedFromACachedPrefixEqualsUninterrupted) {
   // A prompt sharing only the first two blocks resumes at 16.
   std::vector<int32_t> other(prompt.begin(), prompt.begin() + 20);
   other[18] = (other[18] + 1) % static_cast<int32_t>(vocab);
-  cached = r.Begin(2, other);
+  cached = BeginAt(r, 2, other);
   ASSERT_TRUE(cached.ok()) << cached.status();
   EXPECT_EQ(*cached, 16);
   EXPECT_EQ(r.stats().prefix_hits, 2);
@@ -152,10 +160,10 @@ TEST(RecurrentRunnerTest, AWholePromptInOneStepIsStillCachedAtEveryBlock) {
   ASSERT_TRUE(runner.ok());
   RecurrentRunner& r = **runner;
   const std::vector<int32_t> prompt = testing::LoadGolden("gated_deltanet").prompt_ids;
-  ASSERT_TRUE(r.Begin(0, prompt).ok());
+  ASSERT_TRUE(BeginAt(r, 0, prompt).ok());
   auto whole = r.Step(std::vector<SequenceChunk>{{.slot = 0, .tokens = prompt}});
   ASSERT_TRUE(whole.ok()) << whole.status();
-  auto cached = r.Begin(1, prompt);
+  auto cached = BeginAt(r, 1, prompt);
   ASSERT_TRUE(cached.ok());
   EXPECT_EQ(*cached, 32);
   const std::span<const int32_t> tail = std::span(prompt).subspan(32);
@@ -174,11 +182,11 @@ TEST(RecurrentRunnerTest, PrefixCachingOffNeverHitsAndSameLogits) {
   ASSERT_TRUE(on.ok() && off.ok());
   EXPECT_EQ((*off)->boundary_tokens(), 0);
   const std::vector<int32_t> prompt = testing::LoadGolden("gated_deltanet").prompt_ids;
-  ASSERT_TRUE((*on)->Begin(0, prompt).ok());
-  ASSERT_TRUE((*off)->Begin(0, prompt).ok());
+  ASSERT_TRUE(BeginAt(**on, 0, prompt).ok());
+  ASSERT_TRUE(BeginAt(**off, 0, prompt).ok());
   EXPECT_EQ(RunFrom(**on, 0, prompt, 0, 4), RunFrom(**off, 0, prompt, 0, 4));
   (*off)->End(0);
-  auto again = (*off)->Begin(0, prompt);
+  auto again = BeginAt(**off, 0, prompt);
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(*again, 0);
   EXPECT_EQ((*off)->stats().prefix_hits + (*off)->stats().prefix_misses, 0);
@@ -200,7 +208,7 @@ TEST(RecurrentRunnerTest, ASmallCacheEvictsButNeverWhatARunningSequenceExtends) 
   for (int round = 0; round < 3; ++round) {
     std::vector<int32_t> p = prompt;
     p[0] = (p[0] + round) % r.vocab_size();  // different first block: a separate chain each round
-    ASSERT_TRUE(r.Begin(0, p).ok());
+    ASSERT_TRUE(BeginAt(r, 0, p).ok());
     RunFrom(r, 0, p, 0, 1);
     ASSERT_TRUE(r.SanityCheck().ok()) << r.SanityCheck();
     r.End(0);
@@ -219,7 +227,7 @@ TEST(RecurrentRunnerTest, AStoreWithoutRoomRefusesANewSequence) {
                                        {.num_slots = 2, .checkpoints = {.device_bytes = 0, .host_bytes = 16}});
   ASSERT_TRUE(never.ok());
   const std::vector<int32_t> prompt = {1, 2, 3};
-  auto begun = (*never)->Begin(0, prompt);
+  auto begun = BeginAt(**never, 0, prompt);
   EXPECT_EQ(begun.status().code(), absl::StatusCode::kFailedPrecondition) << begun.status();
   EXPECT_TRUE(absl::StrContains(begun.status().message(), "no sequence can run")) << begun.status();
   // Room for one sequence's next segment: the first begins, the second must wait.
@@ -231,9 +239,9 @@ TEST(RecurrentRunnerTest, AStoreWithoutRoomRefusesANewSequence) {
       model->get(), {.num_slots = 2, .checkpoints = {.device_bytes = 0, .host_bytes = page_bytes + page_bytes / 2},
                      .prefix_caching = false});
   ASSERT_TRUE(runner.ok());
-  ASSERT_TRUE((*runner)->Begin(0, std::vector<int32_t>{1, 2, 3, 4, 5}).ok());
+  ASSERT_TRUE(BeginAt(**runner, 0, std::vector<int32_t>{1, 2, 3, 4, 5}).ok());
   ASSERT_TRUE((*runner)->Step(std::vector<SequenceChunk>{{.slot = 0, .tokens = std::vector<int32_t>{1, 2, 3, 4, 5}}}).ok());
-  begun = (*runner)->Begin(1, prompt);
+  begun = BeginAt(**runner, 1, prompt);
   EXPECT_EQ(begun.status().code(), absl::StatusCode::kResourceExhausted) << begun.status();
   EXPECT_TRUE(absl::StrContains(begun.status().message(), "no room for another sequence")) << begun.status();
   // The refused slot stays free.
