@@ -1,6 +1,7 @@
 #include "engine/serving/recurrent_runner.h"
 
 #include <algorithm>
+#include <bit>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
@@ -20,32 +21,53 @@ absl::StatusOr<std::unique_ptr<RecurrentRunner>> RecurrentRunner::Create(const M
   MCSERVE_ASSIGN_OR_RETURN(StatePool pool, model->NewStatePool(options.num_slots, options.checkpoints));
   std::unique_ptr<RecurrentRunner> runner(new RecurrentRunner(model, std::move(pool)));
   runner->sequences_.resize(options.num_slots);
+  if (const auto& mc = model->config().memory_caching) {
+    for (int l = 0; l < model->config().num_hidden_layers; ++l) {
+      if (!mc->AppliesTo(l)) continue;
+      auto& tensors = runner->pool_.layer(l).tensors();
+      auto it = tensors.find("memory");
+      if (it != tensors.end()) runner->page_bytes_.push_back(it->second.nbytes() / options.num_slots);
+    }
+  }
   if (options.prefix_caching) {
     int64_t block = options.prefix_block;
     const auto& mc = model->config().memory_caching;
     if (mc && mc->segmentation == McSegmentation::kConstant) {
       block = (block + mc->segment_size - 1) / mc->segment_size * mc->segment_size;  // whole segments
     }
-    CheckpointStore* store = &runner->pool_.checkpoints();
-    runner->cache_ = std::make_unique<PrefixCache>(store, block, options.prefix_cache_bytes);
-    store->SetEvictor([cache = runner->cache_.get()] { return cache->EvictOne(); });
+    runner->cache_ = std::make_unique<PrefixCache>(&runner->pool_.checkpoints(), block, options.prefix_cache_bytes);
   }
   return runner;
 }
 
 int RecurrentRunner::vocab_size() const { return static_cast<int>(model_->config().vocab_size); }
 
-int64_t RecurrentRunner::SegmentPageBytes() {
+int64_t RecurrentRunner::SegmentPageBytes() const {
+  int64_t bytes = 0;
+  for (const int64_t b : page_bytes_) bytes += b;
+  return bytes;
+}
+
+int64_t RecurrentRunner::PagesFrozen(int64_t position, int64_t tokens) const {
   const auto& mc = model_->config().memory_caching;
   if (!mc) return 0;
-  int64_t bytes = 0;
-  for (int l = 0; l < model_->config().num_hidden_layers; ++l) {
-    if (!mc->AppliesTo(l)) continue;
-    auto& tensors = pool_.layer(l).tensors();
-    auto it = tensors.find("memory");
-    if (it != tensors.end()) bytes += it->second.nbytes() / pool_.num_slots();
+  const int64_t end = position + tokens;
+  if (mc->segmentation == McSegmentation::kConstant) return end / mc->segment_size - position / mc->segment_size;
+  // Logarithmic: a page per token after popping the lower levels, so a slot holds at most
+  // bit_width(n) + 1 pages at token n, and a pass adds no more than it runs.
+  return std::min<int64_t>(tokens, std::bit_width(static_cast<uint64_t>(end)) + 1);
+}
+
+void RecurrentRunner::MakeRoom(std::span<const SequenceChunk> chunks) {
+  if (!cache_ || page_bytes_.empty()) return;
+  std::vector<int64_t> pages;
+  for (const SequenceChunk& c : chunks) {
+    const int64_t n = PagesFrozen(pool_.position(c.slot), static_cast<int64_t>(c.tokens.size()));
+    for (int64_t k = 0; k < n; ++k) pages.insert(pages.end(), page_bytes_.begin(), page_bytes_.end());
   }
-  return bytes;
+  CheckpointStore& store = pool_.checkpoints();
+  while (!pages.empty() && !store.HasRoomFor(pages) && cache_->EvictOne()) {
+  }
 }
 
 absl::StatusOr<BeginResult> RecurrentRunner::Begin(std::span<const int32_t> prompt) {
@@ -144,6 +166,7 @@ absl::StatusOr<std::vector<float>> RecurrentRunner::Step(std::span<const Sequenc
       which.push_back(i);
     }
     if (chunks.empty()) break;
+    MakeRoom(chunks);  // a Freeze that still finds no room fails the step (RESOURCE_EXHAUSTED)
     MCSERVE_ASSIGN_OR_RETURN(Tensor out, model_->Forward(chunks, pool_));
     MCSERVE_ASSIGN_OR_RETURN(std::vector<float> host, out.ToHostF32());  // [chunks, vocab]
     for (size_t c = 0; c < chunks.size(); ++c) {

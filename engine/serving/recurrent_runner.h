@@ -61,12 +61,18 @@ class RecurrentRunner : public ModelRunner {
   absl::StatusOr<std::vector<LayerSnapshot>> Snapshot(int slot);
   absl::Status Restore(int slot, const PrefixCache::Entry& entry);
   // Bytes a sequence's next closed segment adds to the store (all MC layers).
-  int64_t SegmentPageBytes();
+  int64_t SegmentPageBytes() const;
+  // Upper bound of the pages a slot at `position` freezes running `tokens` more (per MC layer).
+  int64_t PagesFrozen(int64_t position, int64_t tokens) const;
+  // The store owns no eviction policy: before a forward pass over `chunks` the runner drops prefix-
+  // cache entries (least recently used first) until the pages the pass may freeze fit, or none is left.
+  void MakeRoom(std::span<const SequenceChunk> chunks);
 
   const Model* model_;
   StatePool pool_;
   std::unique_ptr<PrefixCache> cache_;  // null when prefix caching is off
   std::vector<Sequence> sequences_;     // [num_slots]
+  std::vector<int64_t> page_bytes_;     // [MC layers] memory bytes of one page of each
   int64_t prefix_hits_ = 0, prefix_misses_ = 0, prefix_cached_tokens_ = 0;
 };
 
