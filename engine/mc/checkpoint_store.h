@@ -9,7 +9,8 @@
 // is staged into a small per-(slot, layer) device hot set (LRU) when a read-out needs it. When both
 // tiers are full a Freeze fails with RESOURCE_EXHAUSTED; the store never calls back up: its owner
 // (RecurrentRunner) asks HasRoomFor before a forward pass and drops prefix-cache entries (releasing
-// their index references) until the pass's pages fit. On the CPU backend both tiers are RAM, with the same accounting and staging. Scheduler thread only.
+// their index references) until the pass's pages fit. On the CPU backend both tiers are RAM, with
+// the same accounting and staging. Engine loop thread only.
 #pragma once
 
 #include <cstdint>

@@ -116,6 +116,10 @@ class Engine {
   void ReapStalled();
   // Runs the plan through the runner and hands each request its logits.
   void RunStep(const StepPlan& plan);
+  // Adds a prefill chunk's prompt log-probs (`scored`: all but its first token, from the runner) to
+  // r's; `last` [vocab] is the chunk's last-token row, which scores the next chunk's first token.
+  static void CollectPromptLogprobs(Request* r, const SequenceChunk& chunk, std::span<const float> scored,
+                                    std::span<const float> last);
   // Samples r's next token from `logits` [vocab] (the last row of its chunk) and sends its event.
   void EmitToken(Request* r, std::span<const float> logits);
   // Ends r's sequence (if running), releases its slot, publishes stats and sends the final event.

@@ -46,7 +46,7 @@ Engine::StepPlan Engine::BuildBatch(bool* admission_blocked) {
     const int64_t start = runner_->position(r->slot), end = ChunkEnd(*r, budget);
     // The last chunk yields a token: it needs room in the channel like a decode.
     if (end == r->prompt_len() && !r->channel->HasRoom()) return;
-    add(r, std::span<const int32_t>(r->spec.prompt).subspan(start, end - start), false);
+    add(r, std::span<const int32_t>(r->spec.prompt).subspan(start, end - start), r->spec.prompt_logprobs);
     budget -= end - start;
   };
   for (auto& r : running_) {

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/serving/engine.h"
+#include "engine/serving/prompt_logprobs.h"
 
 namespace mcserve::engine {
 namespace {
@@ -42,7 +43,9 @@ void Engine::Loop() {
 
 void Engine::ReapCancelled() {
   for (auto& r : running_) {
-    if (r->phase != RequestPhase::kDone && r->channel->cancelled()) Finish(r.get(), FinalEvent(FinishReason::kCancelled));
+    if (r->phase != RequestPhase::kDone && r->channel->cancelled()) {
+      Finish(r.get(), FinalEvent(FinishReason::kCancelled));
+    }
   }
   std::erase_if(running_, IsDone);
   std::vector<std::unique_ptr<Request>> cancelled;
@@ -82,16 +85,16 @@ void Engine::ReapStalled() {
 }
 
 void Engine::RunStep(const StepPlan& plan) {
-  absl::StatusOr<std::vector<float>> logits = runner_->Step(plan.chunks);
+  absl::StatusOr<StepOutput> out = runner_->Step(plan.chunks);
   ++step_;
   const size_t vocab = static_cast<size_t>(vocab_size_);
   absl::Status failed;
-  if (!logits.ok()) {
+  if (!out.ok()) {
     // The model failed on this batch: its sequences' states are undefined, so they fail; the
     // requests not in the batch and the server go on.
-    failed = absl::Status(logits.status().code(), absl::StrCat("model step failed: ", logits.status().message()));
-  } else if (logits->size() != plan.chunks.size() * vocab) {
-    failed = absl::InternalError(absl::StrCat("ModelRunner::Step returned ", logits->size(), " logits for ",
+    failed = absl::Status(out.status().code(), absl::StrCat("model step failed: ", out.status().message()));
+  } else if (out->logits.size() != plan.chunks.size() * vocab) {
+    failed = absl::InternalError(absl::StrCat("ModelRunner::Step returned ", out->logits.size(), " logits for ",
                                               plan.chunks.size(), " sequences x ", vocab, " vocab"));
   }
   if (!failed.ok()) {
@@ -101,13 +104,25 @@ void Engine::RunStep(const StepPlan& plan) {
   for (size_t i = 0; i < plan.requests.size(); ++i) {
     Request* r = plan.requests[i];
     r->last_scheduled = step_;
+    const std::span<const float> row(out->logits.data() + i * vocab, vocab);
     if (r->phase == RequestPhase::kPrefill) {
       counters_.prompt_tokens_processed += static_cast<int64_t>(plan.chunks[i].tokens.size());
-      if (runner_->position(r->slot) < r->prompt_len()) continue;  // mid-prompt: these logits are not used
+      if (plan.chunks[i].all_logits && i < out->prompt_logprobs.size()) {
+        CollectPromptLogprobs(r, plan.chunks[i], out->prompt_logprobs[i], row);
+      }
+      if (runner_->position(r->slot) < r->prompt_len()) continue;  // mid-prompt: no token yet
       r->phase = RequestPhase::kDecode;
+      r->last_row = {};
     }
-    EmitToken(r, std::span<const float>(logits->data() + i * vocab, vocab));
+    EmitToken(r, row);
   }
+}
+
+void Engine::CollectPromptLogprobs(Request* r, const SequenceChunk& chunk, std::span<const float> scored,
+                                   std::span<const float> last) {
+  if (!r->last_row.empty()) r->prompt_logprobs.push_back(TokenLogProb(r->last_row, chunk.tokens[0]));
+  r->prompt_logprobs.insert(r->prompt_logprobs.end(), scored.begin(), scored.end());
+  r->last_row.assign(last.begin(), last.end());
 }
 
 void Engine::EmitToken(Request* r, std::span<const float> logits) {
@@ -131,6 +146,7 @@ void Engine::EmitToken(Request* r, std::span<const float> logits) {
   e.stop_token = delta->stop_token;
   if (!r->first_event_sent) {
     e.cached_prompt_tokens = r->cached_tokens;
+    e.prompt_logprobs = std::move(r->prompt_logprobs);
     r->first_event_sent = true;
   }
   if (e.finish != FinishReason::kNone) {

@@ -31,6 +31,15 @@ struct BeginResult {
   int64_t cached_tokens = 0;  // prompt tokens resumed from the prefix cache (0 on a miss)
 };
 
+// What ModelRunner::Step returns, in host memory.
+struct StepOutput {
+  std::vector<float> logits;  // [batch, vocab]: each chunk's last-token logits, a row per chunk in order
+  // [batch]: for a chunk with all_logits, log p(tokens[j] | everything the slot ran before it) for
+  // j = 1 .. n−1 (n − 1 values; the first token is scored from the previous step's row by the
+  // caller); empty for the other chunks.
+  std::vector<std::vector<float>> prompt_logprobs;
+};
+
 class ModelRunner {
  public:
   virtual ~ModelRunner() = default;
@@ -54,10 +63,10 @@ class ModelRunner {
   // now (the engine retries later); FAILED_PRECONDITION when it never could (the budgets are smaller
   // than one segment's pages).
   virtual absl::StatusOr<BeginResult> Begin(std::span<const int32_t> prompt) = 0;
-  // Runs one batch (distinct slots, each begun) and returns host logits [batch.size(), vocab] of each
-  // sequence's last token, row per sequence in order. After an error the batch's sequences are in an
-  // undefined state: the caller ends them.
-  virtual absl::StatusOr<std::vector<float>> Step(std::span<const SequenceChunk> batch) = 0;
+  // Runs one batch (distinct slots, each begun; SequenceChunk: model.h) and returns each chunk's
+  // last-token logits, plus the prompt log-probs of chunks with all_logits. After an error the
+  // batch's sequences are in an undefined state: the caller ends them.
+  virtual absl::StatusOr<StepOutput> Step(std::span<const SequenceChunk> batch) = 0;
   // Ends the sequence in `slot` (finished, cancelled or failed): releases its pages' references and
   // returns the slot to the free list.
   virtual void End(int slot) = 0;

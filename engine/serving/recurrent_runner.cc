@@ -5,10 +5,20 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "engine/serving/prompt_logprobs.h"
 
 namespace mcserve::engine {
 
 using kernels::Tensor;
+
+namespace {
+
+// Row `r` [vocab] of a [rows, vocab] host matrix.
+std::span<const float> RowOf(const std::vector<float>& m, size_t r, int64_t vocab) {
+  return std::span<const float>(m).subspan(r * static_cast<size_t>(vocab), static_cast<size_t>(vocab));
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<RecurrentRunner>> RecurrentRunner::Create(const Model* model,
                                                                          const RecurrentRunnerOptions& options) {
@@ -80,8 +90,9 @@ absl::StatusOr<BeginResult> RecurrentRunner::Begin(std::span<const int32_t> prom
     const int64_t need = SegmentPageBytes();
     if (need > budget.device_bytes + budget.host_bytes) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "checkpoint store budgets (", budget.device_bytes, " device + ", budget.host_bytes,
-          " host bytes) are smaller than one segment's pages (", need, " bytes): no sequence can run"));
+          "checkpoint store full for any sequence: its budgets (", budget.device_bytes, " bytes on the device tier + ",
+          budget.host_bytes, " on the host tier) are smaller than one segment's pages (", need,
+          " bytes): no sequence can run"));
     }
     auto free_bytes = [&] {
       const CheckpointStoreStats s = store.stats();
@@ -141,7 +152,7 @@ int64_t RecurrentRunner::NextSnapshotAt(int slot) const {
   return at <= seq.prompt_tokens ? at : -1;
 }
 
-absl::StatusOr<std::vector<float>> RecurrentRunner::Step(std::span<const SequenceChunk> batch) {
+absl::StatusOr<StepOutput> RecurrentRunner::Step(std::span<const SequenceChunk> batch) {
   for (const SequenceChunk& s : batch) {
     if (s.slot < 0 || s.slot >= pool_.num_slots() || !pool_.in_use(s.slot) || s.tokens.empty()) {
       return absl::InvalidArgumentError(absl::StrCat("Step: slot ", s.slot, " is not running, or has no tokens"));
@@ -151,7 +162,10 @@ absl::StatusOr<std::vector<float>> RecurrentRunner::Step(std::span<const Sequenc
   // its next prompt block stops there for a pass, so that its state is snapshotted exactly at the
   // boundary whatever chunking the scheduler chose.
   const int64_t vocab = model_->config().vocab_size;
-  std::vector<float> logits(batch.size() * vocab);
+  StepOutput result;
+  std::vector<float>& logits = result.logits;  // [batch, vocab]
+  logits.resize(batch.size() * vocab);
+  result.prompt_logprobs.resize(batch.size());
   std::vector<size_t> done(batch.size(), 0);  // tokens of batch[i] already run
   while (true) {
     std::vector<SequenceChunk> chunks;
@@ -162,23 +176,36 @@ absl::StatusOr<std::vector<float>> RecurrentRunner::Step(std::span<const Sequenc
       size_t take = left;
       const int64_t at = NextSnapshotAt(batch[i].slot), position = pool_.position(batch[i].slot);
       if (at > position && at - position < static_cast<int64_t>(left)) take = static_cast<size_t>(at - position);
-      chunks.push_back({.slot = batch[i].slot, .tokens = batch[i].tokens.subspan(done[i], take)});
+      chunks.push_back(
+          {.slot = batch[i].slot, .tokens = batch[i].tokens.subspan(done[i], take), .all_logits = batch[i].all_logits});
       which.push_back(i);
     }
     if (chunks.empty()) break;
     MakeRoom(chunks);  // a Freeze that still finds no room fails the step (RESOURCE_EXHAUSTED)
     MCSERVE_ASSIGN_OR_RETURN(Tensor out, model_->Forward(chunks, pool_));
-    MCSERVE_ASSIGN_OR_RETURN(std::vector<float> host, out.ToHostF32());  // [chunks, vocab]
+    MCSERVE_ASSIGN_OR_RETURN(std::vector<float> host, out.ToHostF32());  // [rows, vocab]
+    size_t row = 0;  // chunk c's first row in `host`
     for (size_t c = 0; c < chunks.size(); ++c) {
-      const size_t i = which[c];
+      const size_t i = which[c], n = chunks[c].tokens.size();
+      const size_t rows = chunks[c].all_logits ? n : 1;
+      if (chunks[c].all_logits) {
+        std::vector<float>& scored = result.prompt_logprobs[i];
+        // A later pass of the same chunk: its first token is scored by the previous pass's last row.
+        if (done[i] > 0) scored.push_back(TokenLogProb(RowOf(logits, i, vocab), chunks[c].tokens[0]));
+        for (size_t j = 0; j + 1 < n; ++j) {
+          scored.push_back(TokenLogProb(RowOf(host, row + j, vocab), chunks[c].tokens[j + 1]));
+        }
+      }
       Sequence& seq = sequences_[batch[i].slot];
       seq.tokens.insert(seq.tokens.end(), chunks[c].tokens.begin(), chunks[c].tokens.end());
-      done[i] += chunks[c].tokens.size();
-      std::copy(host.begin() + c * vocab, host.begin() + (c + 1) * vocab, logits.begin() + i * vocab);
+      done[i] += n;
+      const auto last = host.begin() + (row + rows - 1) * vocab;
+      std::copy(last, last + vocab, logits.begin() + i * vocab);
+      row += rows;
       MCSERVE_RETURN_IF_ERROR(MaybeSnapshot(batch[i].slot));
     }
   }
-  return logits;
+  return result;
 }
 
 absl::Status RecurrentRunner::MaybeSnapshot(int slot) {

@@ -38,7 +38,7 @@ class RecurrentRunner : public ModelRunner {
   int num_free_slots() const override { return pool_.num_free(); }
   int64_t position(int slot) const override { return pool_.position(slot); }
   absl::StatusOr<BeginResult> Begin(std::span<const int32_t> prompt) override;
-  absl::StatusOr<std::vector<float>> Step(std::span<const SequenceChunk> batch) override;
+  absl::StatusOr<StepOutput> Step(std::span<const SequenceChunk> batch) override;
   void End(int slot) override;
   RunnerStats stats() const override;
 

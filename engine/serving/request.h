@@ -27,6 +27,9 @@ struct RequestSpec {
   SamplingParams sampling;
   StopCriteria stop;
   std::string client_id;        // optional caller label (logs, the server's id mapping); not unique
+  // vLLM's prompt_logprobs: also score the prompt; the first event carries log p(prompt[i] | prompt[<i])
+  // (OutputEvent::prompt_logprobs). Costs the all-token logits of every prefill chunk.
+  bool prompt_logprobs = false;
 };
 
 // InvalidArgument naming the problem: an empty prompt, more than `max_prompt_tokens` tokens, or an
@@ -53,6 +56,8 @@ struct Request {
   int64_t cached_tokens = 0;   // prompt tokens Begin resumed from the prefix cache
   bool first_event_sent = false;
   int32_t next_input = 0;      // the last sampled token: input of the next decode step
+  std::vector<float> prompt_logprobs;  // collected while prefilling (spec.prompt_logprobs), sent first
+  std::vector<float> last_row;  // [vocab] the previous prefill chunk's last-token logits (the same)
   int64_t last_scheduled = -1; // step number this request last ran in (decode fairness)
   // Latency bookkeeping (LatencyObserver): when Submit created it, and its latest token.
   std::chrono::steady_clock::time_point submitted = std::chrono::steady_clock::now();

@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/serving/prompt_logprobs.h"
 #include "gtest/gtest.h"
 #include "tests/unit/engine/engine_test_util.h"
 
@@ -558,6 +559,28 @@ TEST(EngineTest, PaddedVocabularyIdsAreNeverSampled) {
     tokens += static_cast<int>(r.tokens.size());
   }
   EXPECT_GT(tokens, 0);
+}
+
+// vLLM's prompt_logprobs: the first event carries log p(prompt[i] | prompt[<i]) for every i ≥ 1,
+// across prefill chunks (budget 8: chunks of 8, 8, 5), equal to the fake's own rows; the generated
+// tokens are those of the same request without it.
+TEST(EngineTest, PromptLogprobsScoreEveryPromptTokenAcrossChunks) {
+  Fixture f = Make(1, 8);
+  const std::vector<int32_t> prompt = Prompt(21, 3);
+  RequestSpec with = Spec(prompt, 3);
+  with.prompt_logprobs = true;
+  Result scored = Collect(*MustSubmit(*f.engine, with));
+  Result plain = Collect(*MustSubmit(*f.engine, Spec(prompt, 3)));
+  ASSERT_TRUE(scored.status.ok() && plain.status.ok()) << scored.status << plain.status;
+  EXPECT_EQ(scored.tokens, plain.tokens);
+  EXPECT_TRUE(plain.prompt_logprobs.empty());
+  ASSERT_EQ(scored.prompt_logprobs.size(), prompt.size() - 1);
+  for (size_t i = 1; i < prompt.size(); ++i) {
+    const std::vector<float> row =
+        f.fake->LogitsAfter(std::span<const int32_t>(prompt).first(i), static_cast<int64_t>(prompt.size()));
+    EXPECT_FLOAT_EQ(scored.prompt_logprobs[i - 1], TokenLogProb(row, prompt[i])) << i;
+    EXPECT_LT(scored.prompt_logprobs[i - 1], 0.0f);
+  }
 }
 
 }  // namespace

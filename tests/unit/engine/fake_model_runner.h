@@ -19,6 +19,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "engine/serving/model_runner.h"
+#include "engine/serving/prompt_logprobs.h"
 
 namespace mcserve::engine::testing {
 
@@ -80,7 +81,7 @@ class FakeModelRunner : public ModelRunner {
     return BeginResult{.slot = slot, .cached_tokens = cached};
   }
 
-  absl::StatusOr<std::vector<float>> Step(std::span<const SequenceChunk> batch) override {
+  absl::StatusOr<StepOutput> Step(std::span<const SequenceChunk> batch) override {
     {
       // The gate: a test can hold the scheduler inside a chosen step.
       std::unique_lock<std::mutex> gate(gate_mu_);
@@ -116,14 +117,24 @@ class FakeModelRunner : public ModelRunner {
         }
       }
     }
-    std::vector<float> logits(batch.size() * options_.vocab);
+    StepOutput out;
+    out.logits.resize(batch.size() * options_.vocab);
+    out.prompt_logprobs.resize(batch.size());
     for (size_t i = 0; i < batch.size(); ++i) {
       std::vector<int32_t>& h = history_[batch[i].slot];
+      const int64_t prompt_size = begun_prompt_size_[batch[i].slot];
+      for (size_t j = 0; batch[i].all_logits && j + 1 < batch[i].tokens.size(); ++j) {
+        // The row after tokens[j] scores tokens[j + 1].
+        h.push_back(batch[i].tokens[j]);
+        std::vector<float> row(options_.vocab);
+        FillLogits(h, prompt_size, row);
+        out.prompt_logprobs[i].push_back(TokenLogProb(row, batch[i].tokens[j + 1]));
+      }
+      if (batch[i].all_logits) h.resize(h.size() - (batch[i].tokens.size() - 1));
       h.insert(h.end(), batch[i].tokens.begin(), batch[i].tokens.end());
-      FillLogits(h, begun_prompt_size_[batch[i].slot],
-                 std::span<float>(logits.data() + i * options_.vocab, options_.vocab));
+      FillLogits(h, prompt_size, std::span<float>(out.logits.data() + i * options_.vocab, options_.vocab));
     }
-    return logits;
+    return out;
   }
 
   void End(int slot) override {
@@ -150,6 +161,13 @@ class FakeModelRunner : public ModelRunner {
     int32_t id = static_cast<int32_t>(h % options_.vocab);
     while (options_.never_pick.count(id)) id = (id + 1) % options_.vocab;
     return id;
+  }
+
+  // The logits [vocab] the fake gives after `history` (what Step returns for that row).
+  std::vector<float> LogitsAfter(std::span<const int32_t> history, int64_t prompt_size) const {
+    std::vector<float> row(options_.vocab);
+    FillLogits(history, prompt_size, row);
+    return row;
   }
 
   // Configuration (call before or while the scheduler runs).

@@ -86,8 +86,8 @@ std::vector<float> RunFrom(RecurrentRunner& runner, int slot, const std::vector<
     auto logits = runner.Step({&seq, 1});
     EXPECT_TRUE(logits.ok()) << logits.status();
     if (!logits.ok()) return {};
-    all.insert(all.end(), logits->begin(), logits->end());
-    return *logits;
+    all.insert(all.end(), logits->logits.begin(), logits->logits.end());
+    return logits->logits;
   };
   std::vector<float> last;
   for (int64_t b = from; b < static_cast<int64_t>(prompt.size());) {
@@ -169,8 +169,36 @@ TEST(RecurrentRunnerTest, AWholePromptInOneStepIsStillCachedAtEveryBlock) {
   const std::span<const int32_t> tail = std::span(prompt).subspan(32);
   auto resumed = r.Step(std::vector<SequenceChunk>{{.slot = 1, .tokens = tail}});
   ASSERT_TRUE(resumed.ok());
-  EXPECT_EQ(*resumed, *whole);
+  EXPECT_EQ(resumed->logits, whole->logits);
   ASSERT_TRUE(r.SanityCheck().ok()) << r.SanityCheck();
+}
+
+// prompt_logprobs: a chunk with all_logits scores tokens 1..n−1, also when the runner splits it into
+// passes at its snapshot boundaries (block 8), equal to one unsplit pass (prefix caching off) up to
+// float rounding.
+TEST(RecurrentRunnerTest, PromptLogprobsOfASplitChunkEqualOneUnsplitPass) {
+  auto model = Model::Load(FixtureDir("gated_deltanet"), {.num_threads = 1});
+  ASSERT_TRUE(model.ok());
+  auto on = RecurrentRunner::Create(model->get(), {.num_slots = 1, .prefix_block = kBlock});
+  auto off = RecurrentRunner::Create(model->get(), {.num_slots = 1, .prefix_caching = false});
+  ASSERT_TRUE(on.ok() && off.ok());
+  const std::vector<int32_t> prompt = testing::LoadGolden("gated_deltanet").prompt_ids;
+  ASSERT_TRUE(BeginAt(**on, 0, prompt).ok());
+  ASSERT_TRUE(BeginAt(**off, 0, prompt).ok());
+  const SequenceChunk chunk{.slot = 0, .tokens = prompt, .all_logits = true};
+  auto split = (*on)->Step({&chunk, 1});
+  auto whole = (*off)->Step({&chunk, 1});
+  ASSERT_TRUE(split.ok() && whole.ok());
+  ASSERT_EQ(split->prompt_logprobs.size(), 1u);
+  ASSERT_EQ(split->prompt_logprobs[0].size(), prompt.size() - 1);
+  ASSERT_EQ(whole->prompt_logprobs[0].size(), prompt.size() - 1);
+  for (size_t i = 0; i + 1 < prompt.size(); ++i) {
+    // Split passes sum the recurrence in another order: float rounding only.
+    EXPECT_NEAR(split->prompt_logprobs[0][i], whole->prompt_logprobs[0][i], 1e-4) << i;
+    EXPECT_LT(whole->prompt_logprobs[0][i], 0.0f);
+  }
+  ASSERT_EQ(split->logits.size(), whole->logits.size());
+  for (size_t v = 0; v < whole->logits.size(); ++v) EXPECT_NEAR(split->logits[v], whole->logits[v], 1e-4) << v;
 }
 
 TEST(RecurrentRunnerTest, PrefixCachingOffNeverHitsAndSameLogits) {
