@@ -2,7 +2,7 @@
 // against the CPU backend: every fixture, with and without Memory Caching, FP32 everywhere. With
 // MCSERVE_TEST_DEVICE=cuda (CTest's model_emu_parity_test_gpu) the same on a real GPU, skipped
 // without one (tests/unit/kernels/emu_test_device.h).
-#include "engine/runner/generate.h"
+#include "engine/runner/model.h"
 #include "engine/runner/model.h"
 #include "fixture_util.h"
 #include "gtest/gtest.h"
