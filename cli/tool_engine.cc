@@ -12,7 +12,9 @@ namespace mcserve::cli {
 absl::StatusOr<std::unique_ptr<engine::Engine>> OneSlotEngine(const engine::Model& model,
                                                               const engine::CheckpointStoreOptions& store,
                                                               int64_t chunk) {
-  if (chunk < 1) return absl::InvalidArgumentError(absl::StrCat("prompt tokens per step must be positive, got ", chunk));
+  if (chunk < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("prompt tokens per step must be positive, got ", chunk));
+  }
   MCSERVE_ASSIGN_OR_RETURN(std::unique_ptr<engine::RecurrentRunner> runner,
                            engine::RecurrentRunner::Create(
                                &model, {.num_slots = 1, .checkpoints = store, .prefix_caching = false}));

@@ -1,7 +1,7 @@
 // StatePool: the per-request recurrent state of every layer, in fixed slots. Each layer owns named
 // tensors of shape [num_slots, ...] (memory, conv windows, auxiliary vectors); a request holds one
 // slot for its lifetime. The pool is the one owner of which slots are free and of each slot's token
-// position, and holds the slots' Memory Caching checkpoints. Owned and mutated by the scheduler thread only.
+// position, and holds the slots' Memory Caching checkpoints. Owned and mutated by the engine loop thread only.
 #pragma once
 
 #include <memory>

@@ -160,7 +160,7 @@ absl::StatusOr<StepOutput> RecurrentRunner::Step(std::span<const SequenceChunk> 
   }
   // Forward passes until every sequence's tokens are in; a sequence whose tokens cross the end of
   // its next prompt block stops there for a pass, so that its state is snapshotted exactly at the
-  // boundary whatever chunking the scheduler chose.
+  // boundary whatever chunking the engine chose.
   const int64_t vocab = model_->config().vocab_size;
   StepOutput result;
   std::vector<float>& logits = result.logits;  // [batch, vocab]

@@ -1,7 +1,7 @@
 // RecurrentRunner: the ModelRunner over a loaded Model — its StatePool (one slot per running
 // sequence), the slots' CheckpointStore, and the PrefixCache that lets a request whose prompt starts
 // with cached whole blocks resume there (in both MC init modes, and for models without MC, which then
-// keep block-boundary states only for reuse). Scheduler thread only.
+// keep block-boundary states only for reuse). Engine loop thread only.
 #pragma once
 
 #include <cstdint>

@@ -20,7 +20,7 @@
 
 namespace mcserve::engine {
 
-// What a client asks for: prompt ids (already tokenized, off the scheduler thread), sampling and
+// What a client asks for: prompt ids (already tokenized, off the engine loop thread), sampling and
 // stop rules. A plain value; any thread.
 struct RequestSpec {
   std::vector<int32_t> prompt;  // [prompt_len] token ids, ≥ 1, each in [0, vocab)
@@ -91,10 +91,10 @@ class RequestHandle {
   absl::StatusOr<OutputEvent> Next(absl::Duration timeout) { return channel_->Next(timeout); }
   // The next event if one is queued now, else nullopt (see OutputChannel::TryNext).
   std::optional<OutputEvent> TryNext() { return channel_->TryNext(); }
-  // Push-based consumption: `listener` runs on the scheduler thread whenever output arrives (see
+  // Push-based consumption: `listener` runs on the engine loop thread whenever output arrives (see
   // OutputChannel::SetListener for its rules); null removes it. Any thread.
   void OnOutput(std::function<void()> listener) { channel_->SetListener(std::move(listener)); }
-  // Asks the scheduler to stop the request at its next step boundary; the stream then ends with a
+  // Asks the engine to stop the request at its next step boundary; the stream then ends with a
   // kCancelled event (unless it had already finished). Idempotent.
   void Abort() { channel_->Cancel(); }
 

@@ -152,10 +152,11 @@ absl::Status RunPasskey() {
   MCSERVE_ASSIGN_OR_RETURN(Evaluator e, LoadEvaluator());
   MCSERVE_ASSIGN_OR_RETURN(std::vector<int32_t> haystack,
                            FlagFileTokens(*e.model, "haystack", absl::GetFlag(FLAGS_haystack)));
+  auto on_trial = [](const tools::PasskeyTrial& t) {
+    std::fprintf(stderr, "mcserve-eval: key %s: %s\n", t.key.c_str(), t.correct ? "correct" : "wrong");
+  };
   MCSERVE_ASSIGN_OR_RETURN(tools::PasskeyResult result,
-                           tools::RunPasskey(*e.engine, e.model->tokenizer(), haystack, options, [](const tools::PasskeyTrial& t) {
-                             std::fprintf(stderr, "mcserve-eval: key %s: %s\n", t.key.c_str(), t.correct ? "correct" : "wrong");
-                           }));
+                           tools::RunPasskey(*e.engine, e.model->tokenizer(), haystack, options, on_trial));
   json settings = ModelSettings(*e.model, e.store);
   settings.update({{"subcommand", "passkey"}, {"haystack", absl::GetFlag(FLAGS_haystack)}, {"length", options.length},
                    {"depth", options.depth}, {"trials", options.trials}, {"seed", options.seed},
