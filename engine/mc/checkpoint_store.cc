@@ -47,12 +47,23 @@ std::list<CheckpointStore::HotEntry>& CheckpointStore::HotOf(int slot, int layer
   return hot_[static_cast<size_t>(slot) * num_layers_ + layer];
 }
 
-absl::StatusOr<CheckpointTier> CheckpointStore::PlaceTier(int layer, int64_t bytes) {
-  while (true) {
-    if (Fits(options_.device_bytes, device_memory_bytes_, bytes)) return CheckpointTier::kDevice;
-    if (Fits(options_.host_bytes, stats_.host_bytes, bytes)) return CheckpointTier::kHost;
-    if (!evictor_ || !evictor_()) break;
+bool CheckpointStore::HasRoomFor(std::span<const int64_t> page_bytes) const {
+  int64_t device = device_memory_bytes_, host = stats_.host_bytes;
+  for (const int64_t bytes : page_bytes) {
+    if (Fits(options_.device_bytes, device, bytes)) {
+      device += bytes;
+    } else if (Fits(options_.host_bytes, host, bytes)) {
+      host += bytes;
+    } else {
+      return false;
+    }
   }
+  return true;
+}
+
+absl::StatusOr<CheckpointTier> CheckpointStore::PlaceTier(int layer, int64_t bytes) {
+  if (Fits(options_.device_bytes, device_memory_bytes_, bytes)) return CheckpointTier::kDevice;
+  if (Fits(options_.host_bytes, stats_.host_bytes, bytes)) return CheckpointTier::kHost;
   return absl::ResourceExhaustedError(absl::StrCat(
       "checkpoint store full: a ", bytes, "-byte page of layer ", layer, " fits neither the device tier (",
       device_memory_bytes_, " of ", Budget(options_.device_bytes), " used) nor the host tier (", stats_.host_bytes,

@@ -7,12 +7,13 @@
 // Two tiers with byte budgets: the device tier (where kernels read) and the host tier (RAM). Pooled
 // keys always live on the device, so the SSC router can score every page; a memory on the host tier
 // is staged into a small per-(slot, layer) device hot set (LRU) when a read-out needs it. When both
-// tiers are full the store asks its evictor (the prefix cache) to drop unreferenced entries. On the
-// CPU backend both tiers are RAM, with the same accounting and staging. Scheduler thread only.
+// tiers are full a Freeze fails with RESOURCE_EXHAUSTED; the store never calls back up: its owner
+// (RecurrentRunner) asks HasRoomFor before a forward pass and drops prefix-cache entries (releasing
+// their index references) until the pass's pages fit. On the CPU backend both tiers are RAM, with
+// the same accounting and staging. Engine loop thread only.
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <list>
 #include <memory>
 #include <span>
@@ -71,8 +72,8 @@ class CheckpointStore {
   CheckpointStore& operator=(const CheckpointStore&) = delete;
 
   // Copies `memory` [Hs, K, V] and `pooled_key` [Hs, K] (both on the device) into a new page appended
-  // to (slot, layer)'s list: on the device tier while its budget allows, else on the host tier (after
-  // asking the evictor for room); ResourceExhausted naming both budgets when neither has room.
+  // to (slot, layer)'s list: on the device tier while its budget allows, else on the host tier;
+  // ResourceExhausted naming both budgets when neither has room.
   absl::Status Freeze(int slot, int layer, const kernels::Tensor& memory, const kernels::Tensor& pooled_key,
                       const Segment& segment);
   // The pages of (slot, layer), oldest first. Valid until the next change of that list.
@@ -94,9 +95,9 @@ class CheckpointStore {
   // An index reference: the page stays alive (and evictable only through its holder) until Release.
   void Retain(const McCheckpoint* page);
   void Release(const McCheckpoint* page);
-  // Called when a Freeze finds both tiers full: should drop some index references and return true,
-  // or return false when it has nothing left to drop.
-  void SetEvictor(std::function<bool()> evict_one) { evictor_ = std::move(evict_one); }
+  // Whether new pages with these memory sizes (bytes each, frozen in this order) would all find a
+  // tier now, placed as Freeze places them (the device tier first, then the host tier).
+  bool HasRoomFor(std::span<const int64_t> page_bytes) const;
 
   // Recounts every page's references from the lists, and every tier's pages and bytes, against the
   // recorded counts; Internal error naming the first mismatch. Index references are checked by their
@@ -133,7 +134,6 @@ class CheckpointStore {
   std::vector<List> lists_;                                             // [slot · num_layers + layer]
   std::vector<std::list<HotEntry>> hot_;  // [slot · num_layers + layer], most recently used first
   std::vector<kernels::Tensor> spare_;    // evicted hot buffers, reused by shape
-  std::function<bool()> evictor_;
   int num_layers_;
   kernels::Device device_;
   CheckpointStoreOptions options_;

@@ -1,6 +1,6 @@
 // Model: a loaded recurrent LM (fla block skeleton: embedding → N × [norm → mixer → residual →
 // norm → SwiGLU MLP → residual] → norm → LM head) that runs varlen batches of token chunks, each
-// bound to a state slot. Load from any thread; Forward from one thread at a time (the scheduler).
+// bound to a state slot. Load from any thread; Forward from one thread at a time (the engine loop).
 #pragma once
 
 #include <map>
@@ -28,7 +28,9 @@ struct ModelOptions {
   std::map<std::string, std::string> mc_overrides;
 };
 
-// One sequence's tokens in a batch: run `tokens` through slot `slot`'s state.
+// One slot's tokens in a step: run `tokens` (≥ 1) through slot `slot`'s state. The one type from
+// the engine's batch plan through ModelRunner::Step to Forward; plain value, the span points into
+// the request (its prompt or last sampled token).
 struct SequenceChunk {
   int slot = 0;
   std::span<const int32_t> tokens;

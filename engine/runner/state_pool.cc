@@ -31,7 +31,8 @@ absl::StatusOr<StatePool> StatePool::Create(const std::vector<std::vector<StateS
       pool.layers_[l].tensors().emplace(spec.name, std::move(t));
     }
   }
-  for (int s = num_slots - 1; s >= 0; --s) pool.free_.push_back(s);
+  pool.in_use_.assign(num_slots, false);
+  pool.num_free_ = num_slots;
   pool.positions_.assign(num_slots, 0);
   pool.checkpoints_ = std::make_unique<CheckpointStore>(num_slots, static_cast<int>(layer_specs.size()), device,
                                                        checkpoints);
@@ -39,19 +40,22 @@ absl::StatusOr<StatePool> StatePool::Create(const std::vector<std::vector<StateS
 }
 
 absl::StatusOr<int> StatePool::Acquire() {
-  if (free_.empty()) {
+  const auto it = std::find(in_use_.begin(), in_use_.end(), false);
+  if (it == in_use_.end()) {
     return absl::ResourceExhaustedError(absl::StrCat("all ", num_slots_, " state slots are in use"));
   }
-  int slot = free_.back();
-  free_.pop_back();
+  const int slot = static_cast<int>(it - in_use_.begin());
   MCSERVE_RETURN_IF_ERROR(Reset(slot));
+  in_use_[slot] = true;
+  --num_free_;
   return slot;
 }
 
 void StatePool::Release(int slot) {
   MCSERVE_CHECK(slot >= 0 && slot < num_slots_);
-  MCSERVE_CHECK(std::find(free_.begin(), free_.end(), slot) == free_.end());
-  free_.push_back(slot);
+  MCSERVE_CHECK(in_use_[slot]);
+  in_use_[slot] = false;
+  ++num_free_;
 }
 
 absl::Status StatePool::Reset(int slot) {

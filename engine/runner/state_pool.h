@@ -1,7 +1,7 @@
 // StatePool: the per-request recurrent state of every layer, in fixed slots. Each layer owns named
 // tensors of shape [num_slots, ...] (memory, conv windows, auxiliary vectors); a request holds one
-// slot for its lifetime. The pool also counts each slot's tokens and holds its Memory Caching
-// checkpoints. Owned and mutated by the scheduler thread only.
+// slot for its lifetime. The pool is the one owner of which slots are free and of each slot's token
+// position, and holds the slots' Memory Caching checkpoints. Owned and mutated by the engine loop thread only.
 #pragma once
 
 #include <memory>
@@ -41,11 +41,13 @@ class StatePool {
                                           const CheckpointStoreOptions& checkpoints = {});
 
   int num_slots() const { return num_slots_; }
-  int num_free() const { return static_cast<int>(free_.size()); }
+  int num_free() const { return num_free_; }
+  // Whether `slot` is held (Acquire'd and not yet Released).
+  bool in_use(int slot) const { return in_use_[slot]; }
   // Bytes of state per slot across all layers.
   int64_t bytes_per_slot() const { return bytes_per_slot_; }
 
-  // Takes a free slot and zeroes its state; ResourceExhausted when none is free.
+  // Takes the lowest free slot and zeroes its state; ResourceExhausted when none is free.
   absl::StatusOr<int> Acquire();
   // Returns a slot to the free list.
   void Release(int slot);
@@ -63,7 +65,8 @@ class StatePool {
   std::vector<LayerState> layers_;
   std::vector<int64_t> positions_;
   std::unique_ptr<CheckpointStore> checkpoints_;
-  std::vector<int> free_;
+  std::vector<bool> in_use_;  // [num_slots]
+  int num_free_ = 0;
   int num_slots_ = 0;
   int64_t bytes_per_slot_ = 0;
 };

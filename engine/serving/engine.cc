@@ -1,7 +1,10 @@
+// Engine: creation, the thread-safe API (Submit, Abort, Shutdown, Stats) and the stats snapshot.
 #include "engine/serving/engine.h"
 
+#include <algorithm>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 
 namespace mcserve::engine {
@@ -9,34 +12,103 @@ namespace mcserve::engine {
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<ModelRunner> runner,
                                                        const Tokenizer* tokenizer, EngineOptions options) {
   if (runner == nullptr) return absl::InvalidArgumentError("Engine: a model runner is required");
-  std::unique_ptr<Engine> engine(new Engine());
-  engine->runner_ = std::move(runner);
-  SchedulerOptions so;
-  so.max_waiting = options.max_waiting;
-  so.max_batch_tokens = options.max_batch_tokens;
-  so.max_prompt_tokens = options.max_prompt_tokens;
-  so.channel_capacity = options.channel_capacity;
-  so.stop_at_every_boundary = options.stop_at_every_boundary;
-  so.latency_observer = options.latency_observer;
-  so.write_timeout = options.write_timeout;
-  MCSERVE_ASSIGN_OR_RETURN(engine->scheduler_, Scheduler::Create(engine->runner_.get(), tokenizer, so));
-  return engine;
+  if (tokenizer == nullptr) return absl::InvalidArgumentError("Engine: a tokenizer is required");
+  if (runner->num_slots() < 1) return absl::InvalidArgumentError("Engine: the runner has no state slots");
+  if (options.max_waiting < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("max_waiting must be ≥ 0, got ", options.max_waiting));
+  }
+  if (options.max_batch_tokens < runner->num_slots()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_batch_tokens (", options.max_batch_tokens, ") must be at least the number of state slots (",
+        runner->num_slots(), ") so that every running request can decode each step"));
+  }
+  if (options.max_prompt_tokens < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("max_prompt_tokens must be ≥ 1, got ", options.max_prompt_tokens));
+  }
+  if (options.channel_capacity < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("channel_capacity must be ≥ 1, got ", options.channel_capacity));
+  }
+  std::unique_ptr<Engine> e(new Engine(std::move(runner), tokenizer, options));
+  e->PublishStats();
+  e->thread_ = std::thread([p = e.get()] { p->Loop(); });
+  return e;
+}
+
+Engine::Engine(std::unique_ptr<ModelRunner> runner, const Tokenizer* tokenizer, EngineOptions options)
+    : runner_(std::move(runner)),
+      tokenizer_(tokenizer),
+      options_(options),
+      num_slots_(runner_->num_slots()),
+      vocab_size_(runner_->vocab_size()),
+      boundary_(runner_->boundary_tokens()) {
+  for (int32_t id = tokenizer->vocab_size(); id < vocab_size_; ++id) padding_ids_.push_back(id);
+  counters_.slots_total = num_slots_;
 }
 
 Engine::~Engine() { Shutdown(); }
 
 absl::StatusOr<std::shared_ptr<RequestHandle>> Engine::Submit(RequestSpec spec) {
-  return scheduler_->Submit(std::move(spec));
+  // Prompt ids must be known to both the tokenizer and the model.
+  MCSERVE_RETURN_IF_ERROR(ValidatePrompt(spec.prompt, std::min<int>(vocab_size_, tokenizer_->vocab_size()),
+                                         options_.max_prompt_tokens));
+  MCSERVE_ASSIGN_OR_RETURN(Sampler sampler, Sampler::Create(spec.sampling, vocab_size_));
+  sampler.SetPrompt(spec.prompt);
+  MCSERVE_ASSIGN_OR_RETURN(OutputStream stream,
+                           OutputStream::Create(tokenizer_, spec.stop, tokenizer_->eos_id(), spec.prompt));
+  const uint64_t id = next_id_.fetch_add(1);
+  auto channel = std::make_shared<OutputChannel>(static_cast<size_t>(options_.channel_capacity), waker_);
+  auto request = std::make_unique<Request>(id, std::move(spec), channel, std::move(sampler), std::move(stream));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return absl::UnavailableError("the engine is shutting down");
+    if (static_cast<int64_t>(waiting_.size()) >= options_.max_waiting) {
+      return absl::ResourceExhaustedError(absl::StrCat("the waiting queue is full (max_waiting = ",
+                                                       options_.max_waiting, " requests); retry later"));
+    }
+    waiting_.push_back(std::move(request));
+    live_[id] = channel;
+  }
+  waker_->Notify();
+  return std::make_shared<RequestHandle>(id, std::move(channel));
 }
 
-absl::Status Engine::Abort(uint64_t id) { return scheduler_->Abort(id); }
+absl::Status Engine::Abort(uint64_t id) {
+  std::shared_ptr<OutputChannel> channel;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = live_.find(id);
+    if (it != live_.end()) channel = it->second.lock();
+  }
+  if (channel == nullptr) return absl::NotFoundError(absl::StrCat("no queued or running request with id ", id));
+  channel->Cancel();
+  return absl::OkStatus();
+}
 
 void Engine::Shutdown() {
-  if (scheduler_ != nullptr) scheduler_->Shutdown();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  waker_->Notify();
+  if (thread_.joinable()) thread_.join();
 }
 
-EngineStats Engine::Stats() const { return scheduler_->Stats(); }
+EngineStats Engine::Stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  EngineStats s = stats_;
+  s.waiting = static_cast<int64_t>(waiting_.size());
+  return s;
+}
 
-int Engine::EffectiveConcurrency() const { return scheduler_->num_slots(); }
+void Engine::PublishStats() {
+  EngineStats s = counters_;
+  s.slots_used = num_slots_ - runner_->num_free_slots();
+  s.running = std::count_if(running_.begin(), running_.end(),
+                            [](const auto& r) { return r->phase != RequestPhase::kDone; });
+  s.runner = runner_->stats();
+  s.steps = step_;
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_ = s;
+}
 
 }  // namespace mcserve::engine

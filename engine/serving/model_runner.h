@@ -1,6 +1,6 @@
-// ModelRunner: what the scheduler needs from a loaded model — state slots, one batched forward step,
+// ModelRunner: what the engine needs from a loaded model — state slots, one batched forward step,
 // and prefix reuse — so that scheduling is tested with a fake runner and served with the real one
-// (RecurrentRunner: Model + StatePool + CheckpointStore). Scheduler thread only.
+// (RecurrentRunner: Model + StatePool + CheckpointStore). Engine loop thread only.
 #pragma once
 
 #include <cstdint>
@@ -8,14 +8,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/runner/model.h"
 
 namespace mcserve::engine {
-
-// One sequence of a step: run `tokens` (≥ 1) through the state in `slot`.
-struct StepSequence {
-  int slot = 0;
-  std::span<const int32_t> tokens;
-};
 
 // Counters of the runner's slots and checkpoint store, for the Engine's stats snapshot.
 struct RunnerStats {
@@ -30,6 +25,21 @@ struct RunnerStats {
   int64_t prefix_cache_budget_bytes = 0;     // their budget (--prefix-cache-mib); -1 = unlimited
 };
 
+// Where ModelRunner::Begin put a new sequence.
+struct BeginResult {
+  int slot = -1;              // the state slot it acquired
+  int64_t cached_tokens = 0;  // prompt tokens resumed from the prefix cache (0 on a miss)
+};
+
+// What ModelRunner::Step returns, in host memory.
+struct StepOutput {
+  std::vector<float> logits;  // [batch, vocab]: each chunk's last-token logits, a row per chunk in order
+  // [batch]: for a chunk with all_logits, log p(tokens[j] | everything the slot ran before it) for
+  // j = 1 .. n−1 (n − 1 values; the first token is scored from the previous step's row by the
+  // caller); empty for the other chunks.
+  std::vector<std::vector<float>> prompt_logprobs;
+};
+
 class ModelRunner {
  public:
   virtual ~ModelRunner() = default;
@@ -42,17 +52,23 @@ class ModelRunner {
   // split forward pass.
   virtual int64_t boundary_tokens() const = 0;
 
-  // Starts a sequence in the free slot `slot` with `prompt` (≥ 1 token): resumes from the longest
-  // cached prefix of whole segments, always leaving at least one prompt token to run, and returns
-  // how many prompt tokens that covered (0 on a miss). RESOURCE_EXHAUSTED when the checkpoint store
-  // has no room for another sequence now (the scheduler retries later); FAILED_PRECONDITION when it
-  // never could (the budgets are smaller than one segment's pages).
-  virtual absl::StatusOr<int64_t> Begin(int slot, std::span<const int32_t> prompt) = 0;
-  // Runs one batch (distinct slots, each begun) and returns host logits [batch.size(), vocab] of each
-  // sequence's last token, row per sequence in order. After an error the batch's sequences are in an
-  // undefined state: the caller ends them.
-  virtual absl::StatusOr<std::vector<float>> Step(std::span<const StepSequence> batch) = 0;
-  // Ends the sequence in `slot` (finished, cancelled or failed): releases its pages' references.
+  // State slots no sequence holds now (the runner's pool owns the free list).
+  virtual int num_free_slots() const = 0;
+  // Tokens the sequence in `slot` has run (cached prefix included): its next token's position.
+  virtual int64_t position(int slot) const = 0;
+
+  // Acquires a free slot and starts a sequence in it with `prompt` (≥ 1 token): resumes from the
+  // longest cached prefix of whole segments, always leaving at least one prompt token to run.
+  // RESOURCE_EXHAUSTED when no slot is free or the checkpoint store has no room for another sequence
+  // now (the engine retries later); FAILED_PRECONDITION when it never could (the budgets are smaller
+  // than one segment's pages).
+  virtual absl::StatusOr<BeginResult> Begin(std::span<const int32_t> prompt) = 0;
+  // Runs one batch (distinct slots, each begun; SequenceChunk: model.h) and returns each chunk's
+  // last-token logits, plus the prompt log-probs of chunks with all_logits. After an error the
+  // batch's sequences are in an undefined state: the caller ends them.
+  virtual absl::StatusOr<StepOutput> Step(std::span<const SequenceChunk> batch) = 0;
+  // Ends the sequence in `slot` (finished, cancelled or failed): releases its pages' references and
+  // returns the slot to the free list.
   virtual void End(int slot) = 0;
 
   virtual RunnerStats stats() const = 0;

@@ -36,6 +36,9 @@ struct OutputEvent {
   std::string stop;                     // the stop string matched, when finish is a stop string
   std::optional<int32_t> stop_token;    // the stop token id matched, when finish is a stop token
   int64_t cached_prompt_tokens = -1;    // set (≥ 0) on the first event: prompt tokens reused
+  // First event only, when RequestSpec::prompt_logprobs: log p(prompt[i] | prompt[<i]) for
+  // i = cached_prompt_tokens + 1 .. prompt_len − 1 (every i ≥ 1 without a prefix-cache hit).
+  std::vector<float> prompt_logprobs;
   absl::Status error;                   // why the request failed (finish == kError)
 
   bool is_final() const { return finish != FinishReason::kNone; }

@@ -5,7 +5,7 @@
 // form chains (block j's parent is block j − 1's), indexed by a hash over the token ids of the chain;
 // a hit is verified against the tokens, so a hash collision can never resume the wrong prefix.
 // Entries no running sequence uses and without children are evicted LRU when the cache's byte
-// budget or the checkpoint store needs room. Scheduler thread only.
+// budget or the checkpoint store needs room. Engine loop thread only.
 #pragma once
 
 #include <cstdint>

@@ -1,13 +1,24 @@
 #include "engine/serving/recurrent_runner.h"
 
 #include <algorithm>
+#include <bit>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "engine/serving/prompt_logprobs.h"
 
 namespace mcserve::engine {
 
 using kernels::Tensor;
+
+namespace {
+
+// Row `r` [vocab] of a [rows, vocab] host matrix.
+std::span<const float> RowOf(const std::vector<float>& m, size_t r, int64_t vocab) {
+  return std::span<const float>(m).subspan(r * static_cast<size_t>(vocab), static_cast<size_t>(vocab));
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<RecurrentRunner>> RecurrentRunner::Create(const Model* model,
                                                                          const RecurrentRunnerOptions& options) {
@@ -20,39 +31,58 @@ absl::StatusOr<std::unique_ptr<RecurrentRunner>> RecurrentRunner::Create(const M
   MCSERVE_ASSIGN_OR_RETURN(StatePool pool, model->NewStatePool(options.num_slots, options.checkpoints));
   std::unique_ptr<RecurrentRunner> runner(new RecurrentRunner(model, std::move(pool)));
   runner->sequences_.resize(options.num_slots);
+  if (const auto& mc = model->config().memory_caching) {
+    for (int l = 0; l < model->config().num_hidden_layers; ++l) {
+      if (!mc->AppliesTo(l)) continue;
+      auto& tensors = runner->pool_.layer(l).tensors();
+      auto it = tensors.find("memory");
+      if (it != tensors.end()) runner->page_bytes_.push_back(it->second.nbytes() / options.num_slots);
+    }
+  }
   if (options.prefix_caching) {
     int64_t block = options.prefix_block;
     const auto& mc = model->config().memory_caching;
     if (mc && mc->segmentation == McSegmentation::kConstant) {
       block = (block + mc->segment_size - 1) / mc->segment_size * mc->segment_size;  // whole segments
     }
-    CheckpointStore* store = &runner->pool_.checkpoints();
-    runner->cache_ = std::make_unique<PrefixCache>(store, block, options.prefix_cache_bytes);
-    store->SetEvictor([cache = runner->cache_.get()] { return cache->EvictOne(); });
+    runner->cache_ = std::make_unique<PrefixCache>(&runner->pool_.checkpoints(), block, options.prefix_cache_bytes);
   }
   return runner;
 }
 
 int RecurrentRunner::vocab_size() const { return static_cast<int>(model_->config().vocab_size); }
 
-int64_t RecurrentRunner::SegmentPageBytes() {
-  const auto& mc = model_->config().memory_caching;
-  if (!mc) return 0;
+int64_t RecurrentRunner::SegmentPageBytes() const {
   int64_t bytes = 0;
-  for (int l = 0; l < model_->config().num_hidden_layers; ++l) {
-    if (!mc->AppliesTo(l)) continue;
-    auto& tensors = pool_.layer(l).tensors();
-    auto it = tensors.find("memory");
-    if (it != tensors.end()) bytes += it->second.nbytes() / pool_.num_slots();
-  }
+  for (const int64_t b : page_bytes_) bytes += b;
   return bytes;
 }
 
-absl::StatusOr<int64_t> RecurrentRunner::Begin(int slot, std::span<const int32_t> prompt) {
-  if (slot < 0 || slot >= pool_.num_slots() || sequences_[slot].active) {
-    return absl::InvalidArgumentError(absl::StrCat("Begin: slot ", slot, " is not a free slot"));
+int64_t RecurrentRunner::PagesFrozen(int64_t position, int64_t tokens) const {
+  const auto& mc = model_->config().memory_caching;
+  if (!mc) return 0;
+  const int64_t end = position + tokens;
+  if (mc->segmentation == McSegmentation::kConstant) return end / mc->segment_size - position / mc->segment_size;
+  // Logarithmic: a page per token after popping the lower levels, so a slot holds at most
+  // bit_width(n) + 1 pages at token n, and a pass adds no more than it runs.
+  return std::min<int64_t>(tokens, std::bit_width(static_cast<uint64_t>(end)) + 1);
+}
+
+void RecurrentRunner::MakeRoom(std::span<const SequenceChunk> chunks) {
+  if (!cache_ || page_bytes_.empty()) return;
+  std::vector<int64_t> pages;
+  for (const SequenceChunk& c : chunks) {
+    const int64_t n = PagesFrozen(pool_.position(c.slot), static_cast<int64_t>(c.tokens.size()));
+    for (int64_t k = 0; k < n; ++k) pages.insert(pages.end(), page_bytes_.begin(), page_bytes_.end());
   }
+  CheckpointStore& store = pool_.checkpoints();
+  while (!pages.empty() && !store.HasRoomFor(pages) && cache_->EvictOne()) {
+  }
+}
+
+absl::StatusOr<BeginResult> RecurrentRunner::Begin(std::span<const int32_t> prompt) {
   if (prompt.empty()) return absl::InvalidArgumentError("Begin: empty prompt");
+  if (pool_.num_free() == 0) return absl::ResourceExhaustedError("Begin: every state slot is in use");
   // Room for the next closed segment of every MC layer, when both tiers are bounded.
   CheckpointStore& store = pool_.checkpoints();
   const CheckpointStoreOptions& budget = store.options();
@@ -60,8 +90,9 @@ absl::StatusOr<int64_t> RecurrentRunner::Begin(int slot, std::span<const int32_t
     const int64_t need = SegmentPageBytes();
     if (need > budget.device_bytes + budget.host_bytes) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "checkpoint store budgets (", budget.device_bytes, " device + ", budget.host_bytes,
-          " host bytes) are smaller than one segment's pages (", need, " bytes): no sequence can run"));
+          "checkpoint store full for any sequence: its budgets (", budget.device_bytes, " bytes on the device tier + ",
+          budget.host_bytes, " on the host tier) are smaller than one segment's pages (", need,
+          " bytes): no sequence can run"));
     }
     auto free_bytes = [&] {
       const CheckpointStoreStats s = store.stats();
@@ -74,22 +105,23 @@ absl::StatusOr<int64_t> RecurrentRunner::Begin(int slot, std::span<const int32_t
                                                        free_bytes(), " bytes free, ", need, " needed per segment)"));
     }
   }
-  MCSERVE_RETURN_IF_ERROR(pool_.Reset(slot));
+  MCSERVE_ASSIGN_OR_RETURN(const int slot, pool_.Acquire());  // zeroed: state, position, checkpoints
   Sequence& seq = sequences_[slot];
-  seq = Sequence{.active = true, .prompt_tokens = static_cast<int64_t>(prompt.size())};
-  if (!cache_) return 0;
+  seq = Sequence{.prompt_tokens = static_cast<int64_t>(prompt.size())};
+  if (!cache_) return BeginResult{.slot = slot};
   const int64_t block = cache_->block_tokens();
   const int64_t max_blocks = (static_cast<int64_t>(prompt.size()) - 1) / block;  // ≥ 1 token left to run
-  if (max_blocks == 0) return 0;
+  if (max_blocks == 0) return BeginResult{.slot = slot};
   PrefixCache::Entry* hit = cache_->Lookup(prompt, max_blocks);
   if (hit == nullptr) {
     ++prefix_misses_;
-    return 0;
+    return BeginResult{.slot = slot};
   }
   absl::Status restored = Restore(slot, *hit);
   if (!restored.ok()) {
-    seq.active = false;
+    seq = Sequence{};
     (void)pool_.Reset(slot);
+    pool_.Release(slot);
     return restored;
   }
   const int64_t cached = hit->blocks * block;
@@ -98,7 +130,7 @@ absl::StatusOr<int64_t> RecurrentRunner::Begin(int slot, std::span<const int32_t
   cache_->Use(hit);
   ++prefix_hits_;
   prefix_cached_tokens_ += cached;
-  return cached;
+  return BeginResult{.slot = slot, .cached_tokens = cached};
 }
 
 absl::Status RecurrentRunner::Restore(int slot, const PrefixCache::Entry& entry) {
@@ -120,17 +152,20 @@ int64_t RecurrentRunner::NextSnapshotAt(int slot) const {
   return at <= seq.prompt_tokens ? at : -1;
 }
 
-absl::StatusOr<std::vector<float>> RecurrentRunner::Step(std::span<const StepSequence> batch) {
-  for (const StepSequence& s : batch) {
-    if (s.slot < 0 || s.slot >= pool_.num_slots() || !sequences_[s.slot].active || s.tokens.empty()) {
+absl::StatusOr<StepOutput> RecurrentRunner::Step(std::span<const SequenceChunk> batch) {
+  for (const SequenceChunk& s : batch) {
+    if (s.slot < 0 || s.slot >= pool_.num_slots() || !pool_.in_use(s.slot) || s.tokens.empty()) {
       return absl::InvalidArgumentError(absl::StrCat("Step: slot ", s.slot, " is not running, or has no tokens"));
     }
   }
   // Forward passes until every sequence's tokens are in; a sequence whose tokens cross the end of
   // its next prompt block stops there for a pass, so that its state is snapshotted exactly at the
-  // boundary whatever chunking the scheduler chose.
+  // boundary whatever chunking the engine chose.
   const int64_t vocab = model_->config().vocab_size;
-  std::vector<float> logits(batch.size() * vocab);
+  StepOutput result;
+  std::vector<float>& logits = result.logits;  // [batch, vocab]
+  logits.resize(batch.size() * vocab);
+  result.prompt_logprobs.resize(batch.size());
   std::vector<size_t> done(batch.size(), 0);  // tokens of batch[i] already run
   while (true) {
     std::vector<SequenceChunk> chunks;
@@ -141,22 +176,36 @@ absl::StatusOr<std::vector<float>> RecurrentRunner::Step(std::span<const StepSeq
       size_t take = left;
       const int64_t at = NextSnapshotAt(batch[i].slot), position = pool_.position(batch[i].slot);
       if (at > position && at - position < static_cast<int64_t>(left)) take = static_cast<size_t>(at - position);
-      chunks.push_back({.slot = batch[i].slot, .tokens = batch[i].tokens.subspan(done[i], take)});
+      chunks.push_back(
+          {.slot = batch[i].slot, .tokens = batch[i].tokens.subspan(done[i], take), .all_logits = batch[i].all_logits});
       which.push_back(i);
     }
     if (chunks.empty()) break;
+    MakeRoom(chunks);  // a Freeze that still finds no room fails the step (RESOURCE_EXHAUSTED)
     MCSERVE_ASSIGN_OR_RETURN(Tensor out, model_->Forward(chunks, pool_));
-    MCSERVE_ASSIGN_OR_RETURN(std::vector<float> host, out.ToHostF32());  // [chunks, vocab]
+    MCSERVE_ASSIGN_OR_RETURN(std::vector<float> host, out.ToHostF32());  // [rows, vocab]
+    size_t row = 0;  // chunk c's first row in `host`
     for (size_t c = 0; c < chunks.size(); ++c) {
-      const size_t i = which[c];
+      const size_t i = which[c], n = chunks[c].tokens.size();
+      const size_t rows = chunks[c].all_logits ? n : 1;
+      if (chunks[c].all_logits) {
+        std::vector<float>& scored = result.prompt_logprobs[i];
+        // A later pass of the same chunk: its first token is scored by the previous pass's last row.
+        if (done[i] > 0) scored.push_back(TokenLogProb(RowOf(logits, i, vocab), chunks[c].tokens[0]));
+        for (size_t j = 0; j + 1 < n; ++j) {
+          scored.push_back(TokenLogProb(RowOf(host, row + j, vocab), chunks[c].tokens[j + 1]));
+        }
+      }
       Sequence& seq = sequences_[batch[i].slot];
       seq.tokens.insert(seq.tokens.end(), chunks[c].tokens.begin(), chunks[c].tokens.end());
-      done[i] += chunks[c].tokens.size();
-      std::copy(host.begin() + c * vocab, host.begin() + (c + 1) * vocab, logits.begin() + i * vocab);
+      done[i] += n;
+      const auto last = host.begin() + (row + rows - 1) * vocab;
+      std::copy(last, last + vocab, logits.begin() + i * vocab);
+      row += rows;
       MCSERVE_RETURN_IF_ERROR(MaybeSnapshot(batch[i].slot));
     }
   }
-  return logits;
+  return result;
 }
 
 absl::Status RecurrentRunner::MaybeSnapshot(int slot) {
@@ -199,11 +248,12 @@ absl::StatusOr<std::vector<LayerSnapshot>> RecurrentRunner::Snapshot(int slot) {
 }
 
 void RecurrentRunner::End(int slot) {
-  if (slot < 0 || slot >= pool_.num_slots() || !sequences_[slot].active) return;
+  if (slot < 0 || slot >= pool_.num_slots() || !pool_.in_use(slot)) return;
   Sequence& seq = sequences_[slot];
   if (seq.last != nullptr) cache_->Unuse(seq.last);
   seq = Sequence{};
   pool_.checkpoints().Clear(slot);
+  pool_.Release(slot);
 }
 
 RunnerStats RecurrentRunner::stats() const {

@@ -1,7 +1,7 @@
 // RecurrentRunner: the ModelRunner over a loaded Model — its StatePool (one slot per running
 // sequence), the slots' CheckpointStore, and the PrefixCache that lets a request whose prompt starts
 // with cached whole blocks resume there (in both MC init modes, and for models without MC, which then
-// keep block-boundary states only for reuse). Scheduler thread only.
+// keep block-boundary states only for reuse). Engine loop thread only.
 #pragma once
 
 #include <cstdint>
@@ -35,8 +35,10 @@ class RecurrentRunner : public ModelRunner {
   int num_slots() const override { return pool_.num_slots(); }
   int vocab_size() const override;
   int64_t boundary_tokens() const override { return cache_ ? cache_->block_tokens() : 0; }
-  absl::StatusOr<int64_t> Begin(int slot, std::span<const int32_t> prompt) override;
-  absl::StatusOr<std::vector<float>> Step(std::span<const StepSequence> batch) override;
+  int num_free_slots() const override { return pool_.num_free(); }
+  int64_t position(int slot) const override { return pool_.position(slot); }
+  absl::StatusOr<BeginResult> Begin(std::span<const int32_t> prompt) override;
+  absl::StatusOr<StepOutput> Step(std::span<const SequenceChunk> batch) override;
   void End(int slot) override;
   RunnerStats stats() const override;
 
@@ -46,7 +48,6 @@ class RecurrentRunner : public ModelRunner {
 
  private:
   struct Sequence {
-    bool active = false;
     std::vector<int32_t> tokens;            // everything the slot has run (prompt first)
     int64_t prompt_tokens = 0;
     PrefixCache::Entry* last = nullptr;     // the chain entry of the last snapshotted block
@@ -60,12 +61,18 @@ class RecurrentRunner : public ModelRunner {
   absl::StatusOr<std::vector<LayerSnapshot>> Snapshot(int slot);
   absl::Status Restore(int slot, const PrefixCache::Entry& entry);
   // Bytes a sequence's next closed segment adds to the store (all MC layers).
-  int64_t SegmentPageBytes();
+  int64_t SegmentPageBytes() const;
+  // Upper bound of the pages a slot at `position` freezes running `tokens` more (per MC layer).
+  int64_t PagesFrozen(int64_t position, int64_t tokens) const;
+  // The store owns no eviction policy: before a forward pass over `chunks` the runner drops prefix-
+  // cache entries (least recently used first) until the pages the pass may freeze fit, or none is left.
+  void MakeRoom(std::span<const SequenceChunk> chunks);
 
   const Model* model_;
   StatePool pool_;
   std::unique_ptr<PrefixCache> cache_;  // null when prefix caching is off
   std::vector<Sequence> sequences_;     // [num_slots]
+  std::vector<int64_t> page_bytes_;     // [MC layers] memory bytes of one page of each
   int64_t prefix_hits_ = 0, prefix_misses_ = 0, prefix_cached_tokens_ = 0;
 };
 

@@ -19,4 +19,11 @@ absl::Status ValidatePrompt(std::span<const int32_t> prompt, int vocab_size, int
   return absl::OkStatus();
 }
 
+OutputEvent FinalEvent(FinishReason reason, absl::Status error) {
+  OutputEvent e;
+  e.finish = reason;
+  e.error = std::move(error);
+  return e;
+}
+
 }  // namespace mcserve::engine

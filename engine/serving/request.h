@@ -1,4 +1,4 @@
-// A generation request: what a client submits (RequestSpec), the state the scheduler keeps for it
+// A generation request: what a client submits (RequestSpec), the state the engine's loop keeps for it
 // (Request), and the client's side of it (RequestHandle: its output stream and cancellation).
 #pragma once
 
@@ -20,24 +20,30 @@
 
 namespace mcserve::engine {
 
-// What a client asks for: prompt ids (already tokenized, off the scheduler thread), sampling and
+// What a client asks for: prompt ids (already tokenized, off the engine loop thread), sampling and
 // stop rules. A plain value; any thread.
 struct RequestSpec {
   std::vector<int32_t> prompt;  // [prompt_len] token ids, ≥ 1, each in [0, vocab)
   SamplingParams sampling;
   StopCriteria stop;
   std::string client_id;        // optional caller label (logs, the server's id mapping); not unique
+  // vLLM's prompt_logprobs: also score the prompt; the first event carries log p(prompt[i] | prompt[<i])
+  // (OutputEvent::prompt_logprobs). Costs the all-token logits of every prefill chunk.
+  bool prompt_logprobs = false;
 };
 
 // InvalidArgument naming the problem: an empty prompt, more than `max_prompt_tokens` tokens, or an
 // id outside [0, vocab_size). Any thread.
 absl::Status ValidatePrompt(std::span<const int32_t> prompt, int vocab_size, int64_t max_prompt_tokens);
 
-// Where a request is in its life (kDone: finished, its slot released). Scheduler thread only.
+// A request's last event: `reason` (never kNone) and, for kError / a write timeout, why. Any thread.
+OutputEvent FinalEvent(FinishReason reason, absl::Status error = absl::OkStatus());
+
+// Where a request is in its life (kDone: finished, its slot released). Engine loop thread only.
 enum class RequestPhase { kWaiting, kPrefill, kDecode, kDone };
 
-// The scheduler's state for one request. Created by Scheduler::Submit (caller's thread), then owned
-// and touched by the scheduler thread only — except `channel`, which is thread-safe.
+// The engine's state for one request. Created by Engine::Submit (caller's thread), then owned
+// and touched by the engine's loop thread only — except `channel`, which is thread-safe.
 struct Request {
   uint64_t id = 0;
   RequestSpec spec;
@@ -46,11 +52,12 @@ struct Request {
   OutputStream stream;
 
   RequestPhase phase = RequestPhase::kWaiting;
-  int slot = -1;               // state slot while running
-  int64_t position = 0;        // prompt tokens in the slot's state (cached + prefilled)
+  int slot = -1;               // state slot while running (its position: ModelRunner::position)
   int64_t cached_tokens = 0;   // prompt tokens Begin resumed from the prefix cache
   bool first_event_sent = false;
   int32_t next_input = 0;      // the last sampled token: input of the next decode step
+  std::vector<float> prompt_logprobs;  // collected while prefilling (spec.prompt_logprobs), sent first
+  std::vector<float> last_row;  // [vocab] the previous prefill chunk's last-token logits (the same)
   int64_t last_scheduled = -1; // step number this request last ran in (decode fairness)
   // Latency bookkeeping (LatencyObserver): when Submit created it, and its latest token.
   std::chrono::steady_clock::time_point submitted = std::chrono::steady_clock::now();
@@ -84,10 +91,10 @@ class RequestHandle {
   absl::StatusOr<OutputEvent> Next(absl::Duration timeout) { return channel_->Next(timeout); }
   // The next event if one is queued now, else nullopt (see OutputChannel::TryNext).
   std::optional<OutputEvent> TryNext() { return channel_->TryNext(); }
-  // Push-based consumption: `listener` runs on the scheduler thread whenever output arrives (see
+  // Push-based consumption: `listener` runs on the engine loop thread whenever output arrives (see
   // OutputChannel::SetListener for its rules); null removes it. Any thread.
   void OnOutput(std::function<void()> listener) { channel_->SetListener(std::move(listener)); }
-  // Asks the scheduler to stop the request at its next step boundary; the stream then ends with a
+  // Asks the engine to stop the request at its next step boundary; the stream then ends with a
   // kCancelled event (unless it had already finished). Idempotent.
   void Abort() { channel_->Cancel(); }
 

@@ -17,6 +17,7 @@
 #include "cli/command_line.h"
 #include "cli/mc_flags.h"
 #include "cli/model_flags.h"
+#include "cli/tool_engine.h"
 #include "tools/eval/passkey.h"
 #include "tools/eval/passkey_prompt.h"
 #include "tools/eval/passkey_report.h"
@@ -87,12 +88,11 @@ absl::Status Emit(const std::string& table, const json& settings, const json& re
   return absl::OkStatus();
 }
 
-// A loaded model and one state slot to evaluate on.
+// A loaded model and the one-slot engine (the server's Engine) the evaluation drives.
 struct Evaluator {
   std::unique_ptr<Model> model;
   mcserve::engine::CheckpointStoreOptions store;
-  std::optional<mcserve::engine::StatePool> pool;
-  int slot = 0;
+  std::unique_ptr<mcserve::engine::Engine> engine;  // after `model`: destroyed first
 };
 
 absl::StatusOr<Evaluator> LoadEvaluator() {
@@ -102,8 +102,7 @@ absl::StatusOr<Evaluator> LoadEvaluator() {
     std::fprintf(stderr, "mcserve-eval: memory caching: %s\n", mcserve::engine::DescribeMcConfig(*mc).c_str());
   }
   MCSERVE_ASSIGN_OR_RETURN(e.store, cli::CheckpointOptionsFromFlags());
-  MCSERVE_ASSIGN_OR_RETURN(e.pool, e.model->NewStatePool(1, e.store));
-  MCSERVE_ASSIGN_OR_RETURN(e.slot, e.pool->Acquire());
+  MCSERVE_ASSIGN_OR_RETURN(e.engine, cli::OneSlotEngine(*e.model, e.store, absl::GetFlag(FLAGS_chunk)));
   return e;
 }
 
@@ -131,7 +130,8 @@ absl::Status RunPerplexity() {
     std::fprintf(stderr, "mcserve-eval: window %lld: mean NLL %.5f\n", static_cast<long long>(w), nll);
   };
   MCSERVE_ASSIGN_OR_RETURN(tools::PerplexityResult result,
-                           tools::EvaluatePerplexity(*e.model, *e.pool, e.slot, stream, options));
+                           tools::EvaluatePerplexity(*e.engine, static_cast<int32_t>(e.model->config().bos_token_id),
+                                                      stream, options));
   json settings = ModelSettings(*e.model, e.store);
   settings.update({{"subcommand", "perplexity"}, {"text", absl::GetFlag(FLAGS_text)}, {"context", options.context},
                    {"chunk", options.chunk}, {"max_windows", options.max_windows}, {"bucket", options.bucket}});
@@ -152,10 +152,11 @@ absl::Status RunPasskey() {
   MCSERVE_ASSIGN_OR_RETURN(Evaluator e, LoadEvaluator());
   MCSERVE_ASSIGN_OR_RETURN(std::vector<int32_t> haystack,
                            FlagFileTokens(*e.model, "haystack", absl::GetFlag(FLAGS_haystack)));
+  auto on_trial = [](const tools::PasskeyTrial& t) {
+    std::fprintf(stderr, "mcserve-eval: key %s: %s\n", t.key.c_str(), t.correct ? "correct" : "wrong");
+  };
   MCSERVE_ASSIGN_OR_RETURN(tools::PasskeyResult result,
-                           tools::RunPasskey(*e.model, *e.pool, e.slot, haystack, options, [](const tools::PasskeyTrial& t) {
-                             std::fprintf(stderr, "mcserve-eval: key %s: %s\n", t.key.c_str(), t.correct ? "correct" : "wrong");
-                           }));
+                           tools::RunPasskey(*e.engine, e.model->tokenizer(), haystack, options, on_trial));
   json settings = ModelSettings(*e.model, e.store);
   settings.update({{"subcommand", "passkey"}, {"haystack", absl::GetFlag(FLAGS_haystack)}, {"length", options.length},
                    {"depth", options.depth}, {"trials", options.trials}, {"seed", options.seed},

@@ -3,8 +3,8 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
-#include "engine/runner/generate.h"
 #include "base/status_macros.h"
+#include "tools/eval/engine_request.h"
 #include "tools/eval/passkey_score.h"
 
 namespace mcserve::tools {
@@ -41,26 +41,25 @@ int64_t DrawFillerStart(const engine::Tokenizer& tokenizer, std::span<const int3
   return 0;
 }
 
-// Greedy answer of `prompt` from a fresh state on `slot`, decoded (EOS dropped).
-absl::StatusOr<std::string> GreedyAnswer(const engine::Model& model, engine::StatePool& pool, int slot,
-                                         std::span<const int32_t> prompt, const PasskeyOptions& options) {
-  MCSERVE_RETURN_IF_ERROR(pool.Reset(slot));
-  engine::GenerateOptions generate;
-  generate.max_tokens = options.answer_tokens;
-  generate.prefill_chunk = options.chunk;
-  generate.sampling.temperature = 0;
-  MCSERVE_ASSIGN_OR_RETURN(std::vector<int32_t> ids, engine::Generate(model, pool, slot, prompt, generate));
-  if (!ids.empty() && ids.back() == model.tokenizer().eos_id()) ids.pop_back();
-  return model.tokenizer().Decode(ids);
+// Greedy answer of `prompt` (one engine request, from a fresh state), decoded (EOS dropped).
+absl::StatusOr<std::string> GreedyAnswer(engine::Engine& engine, const engine::Tokenizer& tokenizer,
+                                         std::vector<int32_t> prompt, const PasskeyOptions& options) {
+  engine::RequestSpec spec;
+  spec.prompt = std::move(prompt);
+  spec.sampling.temperature = 0;
+  spec.stop.max_tokens = options.answer_tokens;
+  spec.stop.ignore_eos = false;  // EOS ends the answer
+  MCSERVE_ASSIGN_OR_RETURN(Completion c, Complete(engine, std::move(spec)));
+  if (!c.tokens.empty() && c.tokens.back() == tokenizer.eos_id()) c.tokens.pop_back();
+  return tokenizer.Decode(c.tokens);
 }
 
 }  // namespace
 
-absl::StatusOr<PasskeyResult> RunPasskey(const engine::Model& model, engine::StatePool& pool, int slot,
+absl::StatusOr<PasskeyResult> RunPasskey(engine::Engine& engine, const engine::Tokenizer& tokenizer,
                                          std::span<const int32_t> haystack, const PasskeyOptions& options,
                                          const std::function<void(const PasskeyTrial&)>& on_trial) {
   MCSERVE_RETURN_IF_ERROR(CheckOptions(options));
-  const engine::Tokenizer& tokenizer = model.tokenizer();
   PasskeyResult result;
   result.haystack_tokens = static_cast<int64_t>(haystack.size());
   std::mt19937_64 rng(options.seed);
@@ -78,7 +77,7 @@ absl::StatusOr<PasskeyResult> RunPasskey(const engine::Model& model, engine::Sta
     trial.filler_tokens = prompt.filler_tokens;
     trial.needle_position = prompt.needle_position;
     trial.depth = prompt.depth;
-    MCSERVE_ASSIGN_OR_RETURN(trial.generated, GreedyAnswer(model, pool, slot, prompt.ids, options));
+    MCSERVE_ASSIGN_OR_RETURN(trial.generated, GreedyAnswer(engine, tokenizer, prompt.ids, options));
     trial.correct = PasskeyAnswerIsCorrect(trial.generated, trial.key);
     result.correct += trial.correct ? 1 : 0;
     if (on_trial) on_trial(trial);

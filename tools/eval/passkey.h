@@ -1,7 +1,8 @@
 // The passkey retrieval test through the engine (mcserve-eval passkey): `trials` prompts of
 // `length` tokens (passkey_prompt.h), each with a different 5-digit key and filler offset drawn
 // from a seeded generator, greedily decoded from a fresh state and scored by
-// PasskeyAnswerIsCorrect. Caller's thread; one call at a time per pool.
+// PasskeyAnswerIsCorrect. Each prompt is one greedy engine request. Caller's thread; one call at a
+// time per engine.
 #pragma once
 
 #include <cstdint>
@@ -11,8 +12,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "engine/runner/model.h"
-#include "engine/runner/state_pool.h"
+#include "engine/model/tokenizer.h"
+#include "engine/serving/engine.h"
 #include "tools/eval/passkey_prompt.h"
 
 namespace mcserve::tools {
@@ -23,7 +24,7 @@ struct PasskeyOptions {
   int trials = 10;           // prompts, >= 1
   uint64_t seed = 1;         // keys and filler offsets
   int answer_tokens = 8;     // greedy tokens generated per prompt (stops early at EOS), >= 1
-  int chunk = 256;           // prompt tokens per forward step, >= 1
+  int chunk = 256;           // prompt tokens per forward step, >= 1: the engine's max_batch_tokens (reported)
   PasskeyTemplate prompt_template = kStandardPasskeyTemplate;
 };
 
@@ -44,9 +45,10 @@ struct PasskeyResult {
   double accuracy = 0;  // correct / trials
 };
 
-// Runs the trials on slot `slot` of `pool` (reset before each). `on_trial` (optional) is called
-// after each trial. Bad options or too short a haystack → InvalidArgument.
-absl::StatusOr<PasskeyResult> RunPasskey(const engine::Model& model, engine::StatePool& pool, int slot,
+// Runs the trials through `engine` (one request each, from a fresh state; `tokenizer` is the
+// engine's). `on_trial` (optional) is called after each trial. Bad options or too short a haystack
+// → InvalidArgument.
+absl::StatusOr<PasskeyResult> RunPasskey(engine::Engine& engine, const engine::Tokenizer& tokenizer,
                                          std::span<const int32_t> haystack, const PasskeyOptions& options,
                                          const std::function<void(const PasskeyTrial&)>& on_trial = nullptr);
 

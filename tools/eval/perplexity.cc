@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "tools/eval/engine_request.h"
 
 namespace mcserve::tools {
 namespace {
@@ -24,15 +25,6 @@ absl::Status CheckOptions(const PerplexityOptions& options) {
   return absl::OkStatus();
 }
 
-// −log softmax(row)[target], in double.
-double TokenNll(std::span<const float> row, int32_t target) {
-  double max = -std::numeric_limits<double>::infinity();
-  for (float x : row) max = std::max(max, static_cast<double>(x));
-  double sum = 0;
-  for (float x : row) sum += std::exp(static_cast<double>(x) - max);
-  return max + std::log(sum) - static_cast<double>(row[target]);
-}
-
 std::vector<PositionBucket> EmptyBuckets(int64_t context, int64_t width) {
   std::vector<PositionBucket> buckets;
   for (int64_t begin = 0; begin < context; begin += width) {
@@ -41,42 +33,36 @@ std::vector<PositionBucket> EmptyBuckets(int64_t context, int64_t width) {
   return buckets;
 }
 
-// Runs one window (its `context` tokens) from a fresh state; adds its NLLs to `result`'s buckets
-// and returns the window's NLL sum.
-absl::StatusOr<double> RunWindow(const engine::Model& model, engine::StatePool& pool, int slot,
-                                 std::span<const int32_t> window, const PerplexityOptions& options,
-                                 PerplexityResult& result) {
-  MCSERVE_RETURN_IF_ERROR(pool.Reset(slot));
-  const int64_t n = static_cast<int64_t>(window.size());
-  std::vector<int32_t> inputs(n);  // [BOS] + window[0..n-2]
-  inputs[0] = static_cast<int32_t>(model.config().bos_token_id);
-  std::copy(window.begin(), window.end() - 1, inputs.begin() + 1);
+// Runs one window (its `context` tokens) as one request from a fresh state; adds its NLLs to
+// `result`'s buckets and returns the window's NLL sum.
+absl::StatusOr<double> RunWindow(engine::Engine& engine, int32_t bos, std::span<const int32_t> window,
+                                 const PerplexityOptions& options, PerplexityResult& result) {
+  engine::RequestSpec spec;
+  spec.prompt.push_back(bos);  // [BOS] + window: prompt[p + 1] = window[p]
+  spec.prompt.insert(spec.prompt.end(), window.begin(), window.end());
+  spec.prompt_logprobs = true;
+  spec.sampling.temperature = 0;
+  spec.stop.max_tokens = 1;  // the engine generates at least one token; it is not scored
+  spec.stop.ignore_eos = true;
+  MCSERVE_ASSIGN_OR_RETURN(Completion c, Complete(engine, std::move(spec)));
+  if (c.cached_prompt_tokens != 0 || c.prompt_logprobs.size() != window.size()) {
+    return absl::InternalError(absl::StrCat("the engine scored ", c.prompt_logprobs.size(), " of a window's ",
+                                            window.size(), " tokens (", c.cached_prompt_tokens, " cached)"));
+  }
   double window_nll = 0;
-  for (int64_t begin = 0; begin < n; begin += options.chunk) {
-    const int64_t len = std::min(options.chunk, n - begin);
-    const engine::SequenceChunk chunk{.slot = slot, .tokens = std::span<const int32_t>(inputs).subspan(begin, len),
-                                      .all_logits = true};
-    MCSERVE_ASSIGN_OR_RETURN(kernels::Tensor logits, model.Forward({&chunk, 1}, pool));
-    MCSERVE_ASSIGN_OR_RETURN(std::vector<float> host, logits.ToHostF32());
-    const int64_t vocab = logits.dim(-1);
-    for (int64_t r = 0; r < len; ++r) {
-      const int64_t position = begin + r;
-      if (window[position] < 0 || window[position] >= vocab) {
-        return absl::InvalidArgumentError(absl::StrCat("token id ", window[position], " is outside the vocabulary"));
-      }
-      const double nll = TokenNll(std::span<const float>(host).subspan(r * vocab, vocab), window[position]);
-      PositionBucket& bucket = result.buckets[position / options.bucket];
-      bucket.nll_sum += nll;
-      bucket.count += 1;
-      window_nll += nll;
-    }
+  for (size_t position = 0; position < window.size(); ++position) {
+    const double nll = -static_cast<double>(c.prompt_logprobs[position]);
+    PositionBucket& bucket = result.buckets[static_cast<int64_t>(position) / options.bucket];
+    bucket.nll_sum += nll;
+    bucket.count += 1;
+    window_nll += nll;
   }
   return window_nll;
 }
 
 }  // namespace
 
-absl::StatusOr<PerplexityResult> EvaluatePerplexity(const engine::Model& model, engine::StatePool& pool, int slot,
+absl::StatusOr<PerplexityResult> EvaluatePerplexity(engine::Engine& engine, int32_t bos,
                                                     std::span<const int32_t> stream, const PerplexityOptions& options) {
   MCSERVE_RETURN_IF_ERROR(CheckOptions(options));
   PerplexityResult result;
@@ -91,7 +77,7 @@ absl::StatusOr<PerplexityResult> EvaluatePerplexity(const engine::Model& model, 
   result.buckets = EmptyBuckets(options.context, options.bucket);
   for (int64_t w = 0; w < result.windows; ++w) {
     const auto window = stream.subspan(w * options.context, options.context);
-    MCSERVE_ASSIGN_OR_RETURN(double window_nll, RunWindow(model, pool, slot, window, options, result));
+    MCSERVE_ASSIGN_OR_RETURN(double window_nll, RunWindow(engine, bos, window, options, result));
     result.nll_sum += window_nll;
     if (options.on_window) options.on_window(w, window_nll / static_cast<double>(options.context));
   }

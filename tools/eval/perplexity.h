@@ -5,8 +5,10 @@
 // windows w of `context` tokens (the remainder shorter than a window is dropped); each window runs
 // from a fresh state as [BOS] + w[0..context-2] and is scored on predicting every w[p], p =
 // 0..context-1 (w[0] from BOS alone). perplexity = exp(mean NLL) over all scored tokens.
-// Windows are fed `chunk` tokens per Model::Forward, so memory holds one chunk's logits
-// [chunk, vocab], never a whole window's. Caller's thread; one call at a time per pool.
+// Each window is one engine request ([BOS] + w, one token generated) with prompt_logprobs: the
+// engine's runner scores every prompt token from its chunk's all-token logits, so memory holds one
+// chunk's logits [chunk, vocab] (the engine's max_batch_tokens), never a whole window's. Caller's
+// thread; one call at a time per engine.
 #pragma once
 
 #include <cstdint>
@@ -15,14 +17,13 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "engine/runner/model.h"
-#include "engine/runner/state_pool.h"
+#include "engine/serving/engine.h"
 
 namespace mcserve::tools {
 
 struct PerplexityOptions {
   int64_t context = 256;     // tokens per window (each scored), >= 2
-  int64_t chunk = 256;       // tokens per forward step, >= 1
+  int64_t chunk = 256;       // tokens per forward step, >= 1: the engine's max_batch_tokens (reported)
   int64_t max_windows = 0;   // evaluate at most this many windows (the first ones); 0 = all
   int64_t bucket = 256;      // width of the position buckets, >= 1
   // Called after each window with its index and its mean NLL (e.g. for progress output).
@@ -48,10 +49,10 @@ struct PerplexityResult {
   std::vector<PositionBucket> buckets;  // ⌈context / bucket⌉ buckets, by position in the window
 };
 
-// Runs the windows of `stream` through `model` on slot `slot` of `pool` (reset before each window)
-// and returns the perplexity with its per-position buckets. Fewer tokens than one window, or bad
-// options → InvalidArgument.
-absl::StatusOr<PerplexityResult> EvaluatePerplexity(const engine::Model& model, engine::StatePool& pool, int slot,
+// Runs the windows of `stream` through `engine` (one request each, prefixed with `bos`; the engine
+// must not resume them from a prefix cache) and returns the perplexity with its per-position
+// buckets. Fewer tokens than one window, or bad options → InvalidArgument.
+absl::StatusOr<PerplexityResult> EvaluatePerplexity(engine::Engine& engine, int32_t bos,
                                                     std::span<const int32_t> stream, const PerplexityOptions& options);
 
 }  // namespace mcserve::tools

@@ -1,5 +1,5 @@
-// mcserve-run: offline generation. Loads a model directory, prefills a prompt and streams the
-// generated text to stdout as it is produced.
+// mcserve-run: offline generation. Loads a model directory and runs the prompt as one request
+// through the server's Engine (one slot), streaming the generated text to stdout as it is produced.
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -8,12 +8,13 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "engine/model/tokenizer.h"
-#include "engine/runner/generate.h"
 #include "engine/runner/model.h"
+#include "engine/serving/engine.h"
 #include "base/status_macros.h"
 #include "cli/command_line.h"
 #include "cli/mc_flags.h"
 #include "cli/model_flags.h"
+#include "cli/tool_engine.h"
 
 ABSL_FLAG(std::string, prompt, "", "Prompt text (UTF-8)");
 ABSL_FLAG(int, max_tokens, 64, "Maximum number of tokens to generate");
@@ -43,41 +44,37 @@ int Run() {
   }
   auto store_options = mcserve::cli::CheckpointOptionsFromFlags();
   if (!store_options.ok()) return Fail(store_options.status());
-  auto pool = (*model)->NewStatePool(1, *store_options);
-  if (!pool.ok()) return Fail(pool.status());
-  auto slot = pool->Acquire();
-  if (!slot.ok()) return Fail(slot.status());
+  if (absl::GetFlag(FLAGS_prefill_chunk) < 1) {
+    return Fail(absl::InvalidArgumentError(
+        absl::StrCat("--prefill-chunk: must be positive, got ", absl::GetFlag(FLAGS_prefill_chunk))));
+  }
+  // The server's Engine with one slot: the request runs exactly as it would when served.
+  auto engine = mcserve::cli::OneSlotEngine(**model, *store_options, absl::GetFlag(FLAGS_prefill_chunk));
+  if (!engine.ok()) return Fail(engine.status());
 
-  mcserve::engine::GenerateOptions options;
-  options.max_tokens = absl::GetFlag(FLAGS_max_tokens);
-  options.prefill_chunk = absl::GetFlag(FLAGS_prefill_chunk);
-  options.sampling.temperature = static_cast<float>(absl::GetFlag(FLAGS_temperature));
-  options.sampling.top_p = static_cast<float>(absl::GetFlag(FLAGS_top_p));
-  options.sampling.top_k = absl::GetFlag(FLAGS_top_k);
-  if (absl::GetFlag(FLAGS_seed) >= 0) options.sampling.seed = absl::GetFlag(FLAGS_seed);
-
-  mcserve::engine::IncrementalDetokenizer detok(&tokenizer);
-  if (absl::Status context = detok.SetContext(*prompt); !context.ok()) return Fail(context);
-  absl::Status stream_error;
-  const int32_t eos = static_cast<int32_t>((*model)->config().eos_token_id);
-  auto generated = mcserve::engine::Generate(**model, *pool, *slot, *prompt, options, [&](int32_t id) {
-    if (id == eos) return false;
-    auto text = detok.Push(id);
-    if (!text.ok()) {
-      stream_error = text.status();
-      return false;
-    }
-    std::fwrite(text->data(), 1, text->size(), stdout);
+  mcserve::engine::RequestSpec spec;
+  spec.prompt = *std::move(prompt);
+  spec.sampling.temperature = static_cast<float>(absl::GetFlag(FLAGS_temperature));
+  spec.sampling.top_p = static_cast<float>(absl::GetFlag(FLAGS_top_p));
+  spec.sampling.top_k = absl::GetFlag(FLAGS_top_k);
+  if (absl::GetFlag(FLAGS_seed) >= 0) spec.sampling.seed = absl::GetFlag(FLAGS_seed);
+  spec.stop.max_tokens = absl::GetFlag(FLAGS_max_tokens);
+  spec.stop.ignore_eos = false;  // EOS ends the text (and is not printed)
+  auto handle = (*engine)->Submit(std::move(spec));
+  if (!handle.ok()) return Fail(handle.status());
+  // Stream the engine's output events: each carries the text its token completed.
+  for (;;) {
+    auto event = (*handle)->Next(absl::InfiniteDuration());
+    if (!event.ok()) return Fail(event.status());
+    std::fwrite(event->text.data(), 1, event->text.size(), stdout);
     std::fflush(stdout);
-    return true;
-  });
-  if (!generated.ok()) return Fail(generated.status());
-  if (!stream_error.ok()) return Fail(stream_error);
-  const std::string rest = detok.Flush();
-  std::fwrite(rest.data(), 1, rest.size(), stdout);
+    if (!event->is_final()) continue;
+    if (!event->error.ok()) return Fail(event->error);
+    break;
+  }
   std::fputc('\n', stdout);
   if ((*model)->config().memory_caching) {
-    const auto stats = pool->checkpoints().stats();
+    const auto stats = (*engine)->Stats().runner;  // after the request: its pages are released
     std::fprintf(stderr, "mcserve-run: checkpoints: %lld on the device tier, %lld on the host tier, %lld staged\n",
                  static_cast<long long>(stats.device_pages), static_cast<long long>(stats.host_pages),
                  static_cast<long long>(stats.stagings));

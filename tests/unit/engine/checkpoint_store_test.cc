@@ -169,28 +169,29 @@ TEST_P(CheckpointStoreTest, SharedPagesLiveUntilTheLastReferenceGoes) {
   ASSERT_TRUE(store.SanityCheck().ok()) << store.SanityCheck();
 }
 
-TEST_P(CheckpointStoreTest, AFullStoreAsksTheEvictorAndNeverFreesAReferencedPage) {
+TEST_P(CheckpointStoreTest, AFullStoreRefusesUntilItsOwnerDropsAnIndexReferenceAndNeverFreesAReferencedPage) {
   CheckpointStore store(2, 1, device(), {.device_bytes = kPageBytes, .host_bytes = kPageBytes});
   ASSERT_TRUE(FreezeValue(store, 0, 0, 1.0f, 4).ok());  // device tier
   ASSERT_TRUE(FreezeValue(store, 1, 0, 2.0f, 4).ok());  // host tier
   const McCheckpoint* cached = store.Checkpoints(1, 0)[0];
   store.Retain(cached);
   store.Clear(1);  // now only the index holds slot 1's page
-  int asked = 0;
-  store.SetEvictor([&] {
-    ++asked;
-    if (cached == nullptr) return false;
-    store.Release(cached);
-    cached = nullptr;
-    return true;
-  });
-  ASSERT_TRUE(FreezeValue(store, 0, 0, 3.0f, 8).ok());  // room made by evicting the index's page
-  EXPECT_EQ(asked, 1);
+  // Both tiers full: the store says so (it never calls its owner back) and a Freeze is refused.
+  const int64_t one_page[] = {kPageBytes};
+  EXPECT_FALSE(store.HasRoomFor(one_page));
+  const absl::Status refused = FreezeValue(store, 0, 0, 3.0f, 8);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted) << refused;
+  // The owner (the runner) evicts the index's entry: room on the host tier.
+  store.Release(cached);
+  EXPECT_TRUE(store.HasRoomFor(one_page));
+  const int64_t two_pages[] = {kPageBytes, kPageBytes};
+  EXPECT_FALSE(store.HasRoomFor(two_pages));
+  ASSERT_TRUE(FreezeValue(store, 0, 0, 3.0f, 8).ok());
   EXPECT_EQ(store.Checkpoints(0, 0)[1]->tier, CheckpointTier::kHost);
-  // Everything left is referenced by slot 0: the evictor has nothing, the store refuses.
+  // Everything left is referenced by slot 0: nothing can be dropped, the store refuses.
+  EXPECT_FALSE(store.HasRoomFor(one_page));
   const absl::Status full = FreezeValue(store, 0, 0, 4.0f, 12);
   EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted) << full;
-  EXPECT_EQ(asked, 2);
   EXPECT_EQ(FirstValue(store.Checkpoints(0, 0)[0]->memory), 1.0f);  // referenced pages intact
   ASSERT_TRUE(store.SanityCheck().ok()) << store.SanityCheck();
 }

@@ -19,6 +19,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "engine/serving/model_runner.h"
+#include "engine/serving/prompt_logprobs.h"
 
 namespace mcserve::engine::testing {
 
@@ -46,12 +47,21 @@ class FakeModelRunner : public ModelRunner {
   int vocab_size() const override { return options_.vocab; }
   int64_t boundary_tokens() const override { return options_.boundary; }
 
-  absl::StatusOr<int64_t> Begin(int slot, std::span<const int32_t> prompt) override {
+  int num_free_slots() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return options_.num_slots - static_cast<int>(active_.size());
+  }
+  int64_t position(int slot) const override { return history_size(slot); }
+
+  // Takes the lowest free slot, like StatePool::Acquire.
+  absl::StatusOr<BeginResult> Begin(std::span<const int32_t> prompt) override {
     std::lock_guard<std::mutex> lock(mu_);
     ++begin_calls_;
-    if (slot < 0 || slot >= options_.num_slots || active_.count(slot)) {
-      ++violations_;
-      return absl::InternalError("Begin on a bad or busy slot");
+    int slot = 0;
+    while (slot < options_.num_slots && active_.count(slot)) ++slot;
+    if (slot == options_.num_slots) {
+      ++violations_;  // the engine asks only when num_free_slots() > 0
+      return absl::ResourceExhaustedError("fake: every slot is busy");
     }
     if (!prompt.empty() && prompt[0] == fail_begin_token_) {
       return absl::InvalidArgumentError("fake: Begin refuses this prompt");
@@ -68,10 +78,10 @@ class FakeModelRunner : public ModelRunner {
     begun_.push_back(std::vector<int32_t>(prompt.begin(), prompt.end()));
     history_[slot].assign(prompt.begin(), prompt.begin() + cached);
     begun_prompt_size_[slot] = static_cast<int64_t>(prompt.size());
-    return cached;
+    return BeginResult{.slot = slot, .cached_tokens = cached};
   }
 
-  absl::StatusOr<std::vector<float>> Step(std::span<const StepSequence> batch) override {
+  absl::StatusOr<StepOutput> Step(std::span<const SequenceChunk> batch) override {
     {
       // The gate: a test can hold the scheduler inside a chosen step.
       std::unique_lock<std::mutex> gate(gate_mu_);
@@ -86,7 +96,7 @@ class FakeModelRunner : public ModelRunner {
     std::lock_guard<std::mutex> lock(mu_);
     std::vector<Seq> record;
     std::set<int> seen;
-    for (const StepSequence& s : batch) {
+    for (const SequenceChunk& s : batch) {
       if (!active_.count(s.slot) || !seen.insert(s.slot).second || s.tokens.empty()) ++violations_;
       record.push_back({s.slot, static_cast<int64_t>(history_[s.slot].size()),
                         std::vector<int32_t>(s.tokens.begin(), s.tokens.end()), begun_prompt_size_[s.slot]});
@@ -98,7 +108,7 @@ class FakeModelRunner : public ModelRunner {
       }
     }
     steps_.push_back(record);
-    for (const StepSequence& s : batch) {
+    for (const SequenceChunk& s : batch) {
       for (int32_t t : s.tokens) {
         if (poison_token_ >= 0 && t == poison_token_) {
           ++failed_steps_;
@@ -107,14 +117,24 @@ class FakeModelRunner : public ModelRunner {
         }
       }
     }
-    std::vector<float> logits(batch.size() * options_.vocab);
+    StepOutput out;
+    out.logits.resize(batch.size() * options_.vocab);
+    out.prompt_logprobs.resize(batch.size());
     for (size_t i = 0; i < batch.size(); ++i) {
       std::vector<int32_t>& h = history_[batch[i].slot];
+      const int64_t prompt_size = begun_prompt_size_[batch[i].slot];
+      for (size_t j = 0; batch[i].all_logits && j + 1 < batch[i].tokens.size(); ++j) {
+        // The row after tokens[j] scores tokens[j + 1].
+        h.push_back(batch[i].tokens[j]);
+        std::vector<float> row(options_.vocab);
+        FillLogits(h, prompt_size, row);
+        out.prompt_logprobs[i].push_back(TokenLogProb(row, batch[i].tokens[j + 1]));
+      }
+      if (batch[i].all_logits) h.resize(h.size() - (batch[i].tokens.size() - 1));
       h.insert(h.end(), batch[i].tokens.begin(), batch[i].tokens.end());
-      FillLogits(h, begun_prompt_size_[batch[i].slot],
-                 std::span<float>(logits.data() + i * options_.vocab, options_.vocab));
+      FillLogits(h, prompt_size, std::span<float>(out.logits.data() + i * options_.vocab, options_.vocab));
     }
-    return logits;
+    return out;
   }
 
   void End(int slot) override {
@@ -141,6 +161,13 @@ class FakeModelRunner : public ModelRunner {
     int32_t id = static_cast<int32_t>(h % options_.vocab);
     while (options_.never_pick.count(id)) id = (id + 1) % options_.vocab;
     return id;
+  }
+
+  // The logits [vocab] the fake gives after `history` (what Step returns for that row).
+  std::vector<float> LogitsAfter(std::span<const int32_t> history, int64_t prompt_size) const {
+    std::vector<float> row(options_.vocab);
+    FillLogits(history, prompt_size, row);
+    return row;
   }
 
   // Configuration (call before or while the scheduler runs).

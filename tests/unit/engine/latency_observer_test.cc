@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "tests/unit/engine/scheduler_test_util.h"
+#include "tests/unit/engine/engine_test_util.h"
 
 namespace mcserve::engine {
 namespace {

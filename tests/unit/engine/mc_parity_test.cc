@@ -5,15 +5,17 @@
 #include <ostream>
 #include <fstream>
 
-#include "engine/runner/generate.h"
 #include "engine/runner/model.h"
 #include "fixture_util.h"
 #include "gtest/gtest.h"
+#include "tests/unit/engine/reference_generate.h"
 #include "nlohmann/json.hpp"
 
 namespace mcserve::engine {
 namespace {
 
+using testing::Generate;
+using testing::GenerateOptions;
 using testing::RelativeError;
 
 constexpr double kLogitTolerance = 1e-4;  // relative, fp32

@@ -4,7 +4,6 @@
 // without one (tests/unit/kernels/emu_test_device.h).
 #include <ostream>
 
-#include "engine/runner/generate.h"
 #include "engine/runner/model.h"
 #include "fixture_util.h"
 #include "gtest/gtest.h"

@@ -4,16 +4,18 @@
 #include <set>
 #include <string>
 
-#include "engine/runner/generate.h"
 #include "engine/runner/model.h"
 #include "fixture_util.h"
 #include "gtest/gtest.h"
+#include "tests/unit/engine/reference_generate.h"
 
 namespace mcserve::engine {
 namespace {
 
 using testing::FixtureDir;
 using testing::Golden;
+using testing::Generate;
+using testing::GenerateOptions;
 using testing::RelativeError;
 
 constexpr double kLogitTolerance = 1e-4;  // relative, fp32 (issue #2)

@@ -69,18 +69,26 @@ std::vector<Case> Cases() {
   return cases;
 }
 
+// Begins `prompt` on the runner's lowest free slot, which must be `slot`; the cached prompt tokens.
+absl::StatusOr<int64_t> BeginAt(RecurrentRunner& runner, int slot, std::span<const int32_t> prompt) {
+  auto begun = runner.Begin(prompt);
+  if (!begun.ok()) return begun.status();
+  EXPECT_EQ(begun->slot, slot);
+  return begun->cached_tokens;
+}
+
 // Runs `prompt` from position `from` in chunks ending on block boundaries, then `decode` greedy
 // tokens; returns every step's logits concatenated.
 std::vector<float> RunFrom(RecurrentRunner& runner, int slot, const std::vector<int32_t>& prompt, int64_t from,
                            int decode) {
   std::vector<float> all;
   auto step = [&](std::span<const int32_t> tokens) -> std::vector<float> {
-    const StepSequence seq{.slot = slot, .tokens = tokens};
+    const SequenceChunk seq{.slot = slot, .tokens = tokens};
     auto logits = runner.Step({&seq, 1});
     EXPECT_TRUE(logits.ok()) << logits.status();
     if (!logits.ok()) return {};
-    all.insert(all.end(), logits->begin(), logits->end());
-    return *logits;
+    all.insert(all.end(), logits->logits.begin(), logits->logits.end());
+    return logits->logits;
   };
   std::vector<float> last;
   for (int64_t b = from; b < static_cast<int64_t>(prompt.size());) {
@@ -112,14 +120,14 @@ TEST_P(PrefixReuseTest, ResumedFromACachedPrefixEqualsUninterrupted) {
   const std::vector<int32_t> prompt = testing::LoadGolden(c.fixture).prompt_ids;  // 35 tokens
 
   // First request: a miss; it caches its prompt's blocks.
-  auto cached = r.Begin(0, prompt);
+  auto cached = BeginAt(r, 0, prompt);
   ASSERT_TRUE(cached.ok()) << cached.status();
   EXPECT_EQ(*cached, 0);
   const std::vector<float> uninterrupted = RunFrom(r, 0, prompt, 0, 6);
   ASSERT_TRUE(r.SanityCheck().ok()) << r.SanityCheck();
 
   // Second request with the same prompt, while the first still runs: resumes at 32 = 4 blocks.
-  cached = r.Begin(1, prompt);
+  cached = BeginAt(r, 1, prompt);
   ASSERT_TRUE(cached.ok()) << cached.status();
   EXPECT_EQ(*cached, 32);
   const std::vector<float> resumed = RunFrom(r, 1, prompt, *cached, 6);
@@ -131,7 +139,7 @@ TEST_P(PrefixReuseTest, ResumedFromACachedPrefixEqualsUninterrupted) {
   // A prompt sharing only the first two blocks resumes at 16.
   std::vector<int32_t> other(prompt.begin(), prompt.begin() + 20);
   other[18] = (other[18] + 1) % static_cast<int32_t>(vocab);
-  cached = r.Begin(2, other);
+  cached = BeginAt(r, 2, other);
   ASSERT_TRUE(cached.ok()) << cached.status();
   EXPECT_EQ(*cached, 16);
   EXPECT_EQ(r.stats().prefix_hits, 2);
@@ -156,17 +164,45 @@ TEST(RecurrentRunnerTest, AWholePromptInOneStepIsStillCachedAtEveryBlock) {
   ASSERT_TRUE(runner.ok());
   RecurrentRunner& r = **runner;
   const std::vector<int32_t> prompt = testing::LoadGolden("gated_deltanet").prompt_ids;
-  ASSERT_TRUE(r.Begin(0, prompt).ok());
-  auto whole = r.Step(std::vector<StepSequence>{{.slot = 0, .tokens = prompt}});
+  ASSERT_TRUE(BeginAt(r, 0, prompt).ok());
+  auto whole = r.Step(std::vector<SequenceChunk>{{.slot = 0, .tokens = prompt}});
   ASSERT_TRUE(whole.ok()) << whole.status();
-  auto cached = r.Begin(1, prompt);
+  auto cached = BeginAt(r, 1, prompt);
   ASSERT_TRUE(cached.ok());
   EXPECT_EQ(*cached, 32);
   const std::span<const int32_t> tail = std::span(prompt).subspan(32);
-  auto resumed = r.Step(std::vector<StepSequence>{{.slot = 1, .tokens = tail}});
+  auto resumed = r.Step(std::vector<SequenceChunk>{{.slot = 1, .tokens = tail}});
   ASSERT_TRUE(resumed.ok());
-  EXPECT_EQ(*resumed, *whole);
+  EXPECT_EQ(resumed->logits, whole->logits);
   ASSERT_TRUE(r.SanityCheck().ok()) << r.SanityCheck();
+}
+
+// prompt_logprobs: a chunk with all_logits scores tokens 1..n−1, also when the runner splits it into
+// passes at its snapshot boundaries (block 8), equal to one unsplit pass (prefix caching off) up to
+// float rounding.
+TEST(RecurrentRunnerTest, PromptLogprobsOfASplitChunkEqualOneUnsplitPass) {
+  auto model = Model::Load(FixtureDir("gated_deltanet"), {.num_threads = 1});
+  ASSERT_TRUE(model.ok());
+  auto on = RecurrentRunner::Create(model->get(), {.num_slots = 1, .prefix_block = kBlock});
+  auto off = RecurrentRunner::Create(model->get(), {.num_slots = 1, .prefix_caching = false});
+  ASSERT_TRUE(on.ok() && off.ok());
+  const std::vector<int32_t> prompt = testing::LoadGolden("gated_deltanet").prompt_ids;
+  ASSERT_TRUE(BeginAt(**on, 0, prompt).ok());
+  ASSERT_TRUE(BeginAt(**off, 0, prompt).ok());
+  const SequenceChunk chunk{.slot = 0, .tokens = prompt, .all_logits = true};
+  auto split = (*on)->Step({&chunk, 1});
+  auto whole = (*off)->Step({&chunk, 1});
+  ASSERT_TRUE(split.ok() && whole.ok());
+  ASSERT_EQ(split->prompt_logprobs.size(), 1u);
+  ASSERT_EQ(split->prompt_logprobs[0].size(), prompt.size() - 1);
+  ASSERT_EQ(whole->prompt_logprobs[0].size(), prompt.size() - 1);
+  for (size_t i = 0; i + 1 < prompt.size(); ++i) {
+    // Split passes sum the recurrence in another order: float rounding only.
+    EXPECT_NEAR(split->prompt_logprobs[0][i], whole->prompt_logprobs[0][i], 1e-4) << i;
+    EXPECT_LT(whole->prompt_logprobs[0][i], 0.0f);
+  }
+  ASSERT_EQ(split->logits.size(), whole->logits.size());
+  for (size_t v = 0; v < whole->logits.size(); ++v) EXPECT_NEAR(split->logits[v], whole->logits[v], 1e-4) << v;
 }
 
 TEST(RecurrentRunnerTest, PrefixCachingOffNeverHitsAndSameLogits) {
@@ -178,11 +214,11 @@ TEST(RecurrentRunnerTest, PrefixCachingOffNeverHitsAndSameLogits) {
   ASSERT_TRUE(on.ok() && off.ok());
   EXPECT_EQ((*off)->boundary_tokens(), 0);
   const std::vector<int32_t> prompt = testing::LoadGolden("gated_deltanet").prompt_ids;
-  ASSERT_TRUE((*on)->Begin(0, prompt).ok());
-  ASSERT_TRUE((*off)->Begin(0, prompt).ok());
+  ASSERT_TRUE(BeginAt(**on, 0, prompt).ok());
+  ASSERT_TRUE(BeginAt(**off, 0, prompt).ok());
   EXPECT_EQ(RunFrom(**on, 0, prompt, 0, 4), RunFrom(**off, 0, prompt, 0, 4));
   (*off)->End(0);
-  auto again = (*off)->Begin(0, prompt);
+  auto again = BeginAt(**off, 0, prompt);
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(*again, 0);
   EXPECT_EQ((*off)->stats().prefix_hits + (*off)->stats().prefix_misses, 0);
@@ -204,7 +240,7 @@ TEST(RecurrentRunnerTest, ASmallCacheEvictsButNeverWhatARunningSequenceExtends) 
   for (int round = 0; round < 3; ++round) {
     std::vector<int32_t> p = prompt;
     p[0] = (p[0] + round) % r.vocab_size();  // different first block: a separate chain each round
-    ASSERT_TRUE(r.Begin(0, p).ok());
+    ASSERT_TRUE(BeginAt(r, 0, p).ok());
     RunFrom(r, 0, p, 0, 1);
     ASSERT_TRUE(r.SanityCheck().ok()) << r.SanityCheck();
     r.End(0);
@@ -223,7 +259,7 @@ TEST(RecurrentRunnerTest, AStoreWithoutRoomRefusesANewSequence) {
                                        {.num_slots = 2, .checkpoints = {.device_bytes = 0, .host_bytes = 16}});
   ASSERT_TRUE(never.ok());
   const std::vector<int32_t> prompt = {1, 2, 3};
-  auto begun = (*never)->Begin(0, prompt);
+  auto begun = BeginAt(**never, 0, prompt);
   EXPECT_EQ(begun.status().code(), absl::StatusCode::kFailedPrecondition) << begun.status();
   EXPECT_TRUE(absl::StrContains(begun.status().message(), "no sequence can run")) << begun.status();
   // Room for one sequence's next segment: the first begins, the second must wait.
@@ -235,13 +271,13 @@ TEST(RecurrentRunnerTest, AStoreWithoutRoomRefusesANewSequence) {
       model->get(), {.num_slots = 2, .checkpoints = {.device_bytes = 0, .host_bytes = page_bytes + page_bytes / 2},
                      .prefix_caching = false});
   ASSERT_TRUE(runner.ok());
-  ASSERT_TRUE((*runner)->Begin(0, std::vector<int32_t>{1, 2, 3, 4, 5}).ok());
-  ASSERT_TRUE((*runner)->Step(std::vector<StepSequence>{{.slot = 0, .tokens = std::vector<int32_t>{1, 2, 3, 4, 5}}}).ok());
-  begun = (*runner)->Begin(1, prompt);
+  ASSERT_TRUE(BeginAt(**runner, 0, std::vector<int32_t>{1, 2, 3, 4, 5}).ok());
+  ASSERT_TRUE((*runner)->Step(std::vector<SequenceChunk>{{.slot = 0, .tokens = std::vector<int32_t>{1, 2, 3, 4, 5}}}).ok());
+  begun = BeginAt(**runner, 1, prompt);
   EXPECT_EQ(begun.status().code(), absl::StatusCode::kResourceExhausted) << begun.status();
   EXPECT_TRUE(absl::StrContains(begun.status().message(), "no room for another sequence")) << begun.status();
   // The refused slot stays free.
-  EXPECT_EQ((*runner)->Step(std::vector<StepSequence>{{.slot = 1, .tokens = prompt}}).status().code(),
+  EXPECT_EQ((*runner)->Step(std::vector<SequenceChunk>{{.slot = 1, .tokens = prompt}}).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
 

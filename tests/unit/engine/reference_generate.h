@@ -1,11 +1,39 @@
-#include "engine/runner/generate.h"
+// Model-level generation for the parity tests: chunked prefill of a prompt on one slot, then
+// one-token decode steps through Model::Forward directly, below the Engine (which is what serves
+// and what mcserve-run / mcserve-eval drive). Test thread only.
+#pragma once
 
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "engine/runner/model.h"
+#include "engine/sampling/sampler.h"
 
-namespace mcserve::engine {
+namespace mcserve::testing {
 
-absl::StatusOr<std::vector<float>> Prefill(const Model& model, StatePool& pool, int slot,
+using engine::Model;
+using engine::Sampler;
+using engine::SamplingParams;
+using engine::SequenceChunk;
+using engine::StatePool;
+
+struct GenerateOptions {
+  int max_tokens = 64;
+  int prefill_chunk = 256;  // prompt tokens per forward pass
+  bool stop_at_eos = true;
+  SamplingParams sampling;
+};
+
+// Prefill: logits [vocab] (host) of the last prompt token after running `prompt` into `slot` in
+// chunks of `chunk` tokens. Generate: prefills and samples up to max_tokens tokens, calling
+// on_token for each (false stops); returns the generated ids (EOS included when it stopped).
+
+
+inline absl::StatusOr<std::vector<float>> Prefill(const Model& model, StatePool& pool, int slot,
                                            std::span<const int32_t> prompt, int chunk) {
   if (prompt.empty()) return absl::InvalidArgumentError("prompt is empty");
   if (chunk <= 0) return absl::InvalidArgumentError(absl::StrCat("prefill chunk must be positive, got ", chunk));
@@ -18,9 +46,9 @@ absl::StatusOr<std::vector<float>> Prefill(const Model& model, StatePool& pool, 
   return logits.ToHostF32();
 }
 
-absl::StatusOr<std::vector<int32_t>> Generate(const Model& model, StatePool& pool, int slot,
+inline absl::StatusOr<std::vector<int32_t>> Generate(const Model& model, StatePool& pool, int slot,
                                               std::span<const int32_t> prompt, const GenerateOptions& options,
-                                              const std::function<bool(int32_t)>& on_token) {
+                                              const std::function<bool(int32_t)>& on_token = nullptr) {
   if (options.max_tokens < 0) {
     return absl::InvalidArgumentError(absl::StrCat("max_tokens must be >= 0, got ", options.max_tokens));
   }
@@ -43,4 +71,4 @@ absl::StatusOr<std::vector<int32_t>> Generate(const Model& model, StatePool& poo
   return out;
 }
 
-}  // namespace mcserve::engine
+}  // namespace mcserve::testing

@@ -1,4 +1,4 @@
-// Scheduler / Engine tests against a deterministic fake ModelRunner (fake_model_runner.h) and the
+// Engine tests (continuous batching, admission, backpressure, cancellation) against a deterministic fake ModelRunner (fake_model_runner.h) and the
 // real test tokenizer. Assertions are on what happened (batches, events, stats), never on timing;
 // timeouts only keep a broken build from hanging.
 #include "engine/serving/engine.h"
@@ -9,15 +9,16 @@
 #include <thread>
 #include <vector>
 
+#include "engine/serving/prompt_logprobs.h"
 #include "gtest/gtest.h"
-#include "tests/unit/engine/scheduler_test_util.h"
+#include "tests/unit/engine/engine_test_util.h"
 
 namespace mcserve::engine {
 namespace {
 
-using namespace testing;  // NOLINT: the scheduler test helpers
+using namespace testing;  // NOLINT: the engine test helpers
 
-TEST(SchedulerTest, SubmitRejectsBadInputNamingTheProblem) {
+TEST(EngineTest, SubmitRejectsBadInputNamingTheProblem) {
   Fixture f = Make(2, 64);
   const int vocab = Tok().vocab_size();
   struct Case {
@@ -41,7 +42,7 @@ TEST(SchedulerTest, SubmitRejectsBadInputNamingTheProblem) {
   EXPECT_EQ(f.fake->begin_calls(), 0);
 }
 
-TEST(SchedulerTest, CreateRejectsBudgetBelowSlots) {
+TEST(EngineTest, CreateRejectsBudgetBelowSlots) {
   FakeModelRunner::Options o;
   o.num_slots = 8;
   o.vocab = Tok().vocab_size();
@@ -52,7 +53,7 @@ TEST(SchedulerTest, CreateRejectsBudgetBelowSlots) {
   EXPECT_NE(e.status().message().find("max_batch_tokens"), std::string::npos) << e.status();
 }
 
-TEST(SchedulerTest, MoreRequestsThanSlotsWaitThenAllFinish) {
+TEST(EngineTest, MoreRequestsThanSlotsWaitThenAllFinish) {
   Fixture f = Make(2, 64);
   EXPECT_EQ(f.engine->EffectiveConcurrency(), 2);
   std::vector<std::shared_ptr<RequestHandle>> hs;
@@ -80,7 +81,7 @@ TEST(SchedulerTest, MoreRequestsThanSlotsWaitThenAllFinish) {
 // Every step: ≤ max_batch_tokens tokens, decodes (1 token, past the prompt) before prefill chunks,
 // every decoding sequence present, each prefill chunk ending on a boundary when one fits (and, by
 // default, never crossing one).
-TEST(SchedulerTest, BudgetDecodeFirstAndBoundaryAlignmentEveryStep) {
+TEST(EngineTest, BudgetDecodeFirstAndBoundaryAlignmentEveryStep) {
   struct Case {
     int slots;
     int64_t budget, boundary;
@@ -147,7 +148,7 @@ TEST(SchedulerTest, BudgetDecodeFirstAndBoundaryAlignmentEveryStep) {
 
 // A long prompt submitted first keeps getting prefill budget every step until it is done, while
 // short requests behind it are admitted only with what is left (FCFS, no starvation).
-TEST(SchedulerTest, LongPromptIsNotStarvedByLaterShortOnes) {
+TEST(EngineTest, LongPromptIsNotStarvedByLaterShortOnes) {
   Fixture f = Make(4, 16);
   std::vector<int32_t> long_prompt = Prompt(300, 99);
   auto long_handle = MustSubmit(*f.engine, Spec(long_prompt, 3));
@@ -178,7 +179,7 @@ TEST(SchedulerTest, LongPromptIsNotStarvedByLaterShortOnes) {
   EXPECT_TRUE(done);
 }
 
-TEST(SchedulerTest, FullQueueIsResourceExhaustedNamingTheLimit) {
+TEST(EngineTest, FullQueueIsResourceExhaustedNamingTheLimit) {
   Fixture f = Make(1, 8, 0, /*max_waiting=*/2);
   f.fake->SetExhausted(1 << 30);  // Begin never finds room: everything stays queued
   auto a = MustSubmit(*f.engine, Spec(Prompt(4), 2));
@@ -195,7 +196,7 @@ TEST(SchedulerTest, FullQueueIsResourceExhaustedNamingTheLimit) {
 }
 
 // Begin says RESOURCE_EXHAUSTED a few times: the head waits (not failed, not overtaken), then runs.
-TEST(SchedulerTest, BeginExhaustedRetriesWithoutReordering) {
+TEST(EngineTest, BeginExhaustedRetriesWithoutReordering) {
   Fixture f = Make(2, 32);
   f.fake->SetExhausted(5);
   std::vector<std::vector<int32_t>> prompts = {Prompt(9, 1), Prompt(4, 2), Prompt(6, 3)};
@@ -213,7 +214,7 @@ TEST(SchedulerTest, BeginExhaustedRetriesWithoutReordering) {
 }
 
 // Begin failing for other reasons fails that request only; those admitted around it run normally.
-TEST(SchedulerTest, BeginErrorFailsOnlyThatRequest) {
+TEST(EngineTest, BeginErrorFailsOnlyThatRequest) {
   Fixture f = Make(3, 64);
   constexpr int32_t kRefused = 9;
   f.fake->SetBeginFailure(kRefused);
@@ -233,7 +234,7 @@ TEST(SchedulerTest, BeginErrorFailsOnlyThatRequest) {
   EXPECT_EQ(f.fake->end_calls().size(), 2u);  // the refused one was never begun, so never ended
 }
 
-TEST(SchedulerTest, CachedPrefixSkipsPromptTokensAndIsReported) {
+TEST(EngineTest, CachedPrefixSkipsPromptTokensAndIsReported) {
   Fixture f = Make(1, 64, 16);
   f.fake->SetCachedPrefix([](std::span<const int32_t> p) { return static_cast<int64_t>((p.size() - 1) / 16 * 16); });
   std::vector<int32_t> prompt = Prompt(40);
@@ -249,7 +250,7 @@ TEST(SchedulerTest, CachedPrefixSkipsPromptTokensAndIsReported) {
   EXPECT_EQ(f.engine->Stats().prompt_tokens_processed, 8);
 }
 
-TEST(SchedulerTest, StopCriteriaEndRequests) {
+TEST(EngineTest, StopCriteriaEndRequests) {
   Fixture f = Make(2, 32);
   f.fake->SetForcedToken(3, Tok().eos_id());  // every sequence's 3rd token is EOS
   auto by_length = MustSubmit(*f.engine, [] {
@@ -275,7 +276,7 @@ TEST(SchedulerTest, StopCriteriaEndRequests) {
 
 // Cancellation at a step boundary, mid-prefill and mid-decode, by Abort, Engine::Abort or by
 // dropping the handle: the slot is released and End is called exactly once.
-TEST(SchedulerTest, CancellationReleasesTheSlotOnce) {
+TEST(EngineTest, CancellationReleasesTheSlotOnce) {
   enum How { kHandleAbort, kEngineAbort, kDropHandle };
   struct Case {
     std::string name;
@@ -319,7 +320,7 @@ TEST(SchedulerTest, CancellationReleasesTheSlotOnce) {
   }
 }
 
-TEST(SchedulerTest, CancelWhileWaitingNeverBegins) {
+TEST(EngineTest, CancelWhileWaitingNeverBegins) {
   Fixture f = Make(1, 8);
   f.fake->PauseAtStep(0);
   auto running = MustSubmit(*f.engine, Spec(Prompt(4), 3));
@@ -335,7 +336,7 @@ TEST(SchedulerTest, CancelWhileWaitingNeverBegins) {
 }
 
 // A failing Step fails the requests in that batch with its error; the queue behind goes on.
-TEST(SchedulerTest, StepErrorFailsThatBatchOnly) {
+TEST(EngineTest, StepErrorFailsThatBatchOnly) {
   Fixture f = Make(2, 64);
   constexpr int32_t kPoison = 7;
   f.fake->SetPoisonToken(kPoison);
@@ -373,7 +374,7 @@ TEST(SchedulerTest, StepErrorFailsThatBatchOnly) {
 
 // A consumer that stops reading fills its channel and stops being scheduled; others proceed;
 // reading again resumes it.
-TEST(SchedulerTest, BackpressureSkipsAFullChannelOnly) {
+TEST(EngineTest, BackpressureSkipsAFullChannelOnly) {
   constexpr int kCapacity = 4;
   Fixture f = Make(2, 16, 0, 256, kCapacity);
   std::vector<int32_t> slow_prompt = Prompt(6, 1), fast_prompt = Prompt(7, 2);
@@ -395,7 +396,7 @@ TEST(SchedulerTest, BackpressureSkipsAFullChannelOnly) {
 // A client that stops reading fills its channel; after the write timeout its request is cancelled
 // (final event kCancelled with DEADLINE_EXCEEDED), its slot goes to the next request, and the
 // engine counts it.
-TEST(SchedulerTest, WriteTimeoutFreesTheSlotOfAReaderThatStopped) {
+TEST(EngineTest, WriteTimeoutFreesTheSlotOfAReaderThatStopped) {
   FakeModelRunner::Options o;
   o.num_slots = 1;
   o.vocab = Tok().vocab_size();
@@ -427,7 +428,7 @@ TEST(SchedulerTest, WriteTimeoutFreesTheSlotOfAReaderThatStopped) {
 
 // A reader slower than the model keeps its channel full most of the time, but each event it takes
 // restarts the write timeout: it is never cancelled although it runs for longer than the timeout.
-TEST(SchedulerTest, WriteTimeoutSparesASlowButSteadyReader) {
+TEST(EngineTest, WriteTimeoutSparesASlowButSteadyReader) {
   FakeModelRunner::Options o;
   o.num_slots = 1;
   o.vocab = Tok().vocab_size();
@@ -459,7 +460,7 @@ TEST(SchedulerTest, WriteTimeoutSparesASlowButSteadyReader) {
 
 // 64 requests of mixed lengths and sampling through 8 slots: each output equals the same request
 // run alone; everything is released at the end.
-TEST(SchedulerTest, ManyConcurrentRequestsMatchRunningAlone) {
+TEST(EngineTest, ManyConcurrentRequestsMatchRunningAlone) {
   constexpr int kN = 64;
   std::vector<RequestSpec> specs;
   for (int i = 0; i < kN; ++i) {
@@ -523,7 +524,7 @@ TEST(SchedulerTest, ManyConcurrentRequestsMatchRunningAlone) {
 
 // Shutdown with requests running, queued and unread: every stream ends with kCancelled, every
 // begun sequence is ended once, and later Submits are refused.
-TEST(SchedulerTest, ShutdownCancelsEverythingInFlight) {
+TEST(EngineTest, ShutdownCancelsEverythingInFlight) {
   Fixture f = Make(2, 16, 0, 256, 2);
   std::vector<std::shared_ptr<RequestHandle>> hs;
   for (int i = 0; i < 6; ++i) hs.push_back(MustSubmit(*f.engine, Spec(Prompt(10 + i, i), 10000)));
@@ -543,7 +544,7 @@ TEST(SchedulerTest, ShutdownCancelsEverythingInFlight) {
 
 // A runner with more ids than the tokenizer (padded embeddings): those ids are never sampled and
 // are refused in prompts.
-TEST(SchedulerTest, PaddedVocabularyIdsAreNeverSampled) {
+TEST(EngineTest, PaddedVocabularyIdsAreNeverSampled) {
   Fixture f = Make(2, 32, 0, 256, 4096, true, /*extra_vocab=*/64);
   auto bad = f.engine->Submit(Spec({5, Tok().vocab_size() + 3}, 4));
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
@@ -558,6 +559,28 @@ TEST(SchedulerTest, PaddedVocabularyIdsAreNeverSampled) {
     tokens += static_cast<int>(r.tokens.size());
   }
   EXPECT_GT(tokens, 0);
+}
+
+// vLLM's prompt_logprobs: the first event carries log p(prompt[i] | prompt[<i]) for every i ≥ 1,
+// across prefill chunks (budget 8: chunks of 8, 8, 5), equal to the fake's own rows; the generated
+// tokens are those of the same request without it.
+TEST(EngineTest, PromptLogprobsScoreEveryPromptTokenAcrossChunks) {
+  Fixture f = Make(1, 8);
+  const std::vector<int32_t> prompt = Prompt(21, 3);
+  RequestSpec with = Spec(prompt, 3);
+  with.prompt_logprobs = true;
+  Result scored = Collect(*MustSubmit(*f.engine, with));
+  Result plain = Collect(*MustSubmit(*f.engine, Spec(prompt, 3)));
+  ASSERT_TRUE(scored.status.ok() && plain.status.ok()) << scored.status << plain.status;
+  EXPECT_EQ(scored.tokens, plain.tokens);
+  EXPECT_TRUE(plain.prompt_logprobs.empty());
+  ASSERT_EQ(scored.prompt_logprobs.size(), prompt.size() - 1);
+  for (size_t i = 1; i < prompt.size(); ++i) {
+    const std::vector<float> row =
+        f.fake->LogitsAfter(std::span<const int32_t>(prompt).first(i), static_cast<int64_t>(prompt.size()));
+    EXPECT_FLOAT_EQ(scored.prompt_logprobs[i - 1], TokenLogProb(row, prompt[i])) << i;
+    EXPECT_LT(scored.prompt_logprobs[i - 1], 0.0f);
+  }
 }
 
 }  // namespace

@@ -33,6 +33,7 @@ struct Result {
   std::vector<int32_t> tokens;
   std::string text;
   int64_t cached = -1;
+  std::vector<float> prompt_logprobs;  // the first event's
   OutputEvent final_event;
   absl::Status status;  // not OK if the stream broke (timeout, events after the final one)
   int events = 0;
@@ -46,8 +47,15 @@ inline Result Collect(RequestHandle& h) {
       r.status = e.status();
       return r;
     }
-    if (r.events++ == 0) r.cached = e->cached_prompt_tokens;
-    else if (e->cached_prompt_tokens != -1) r.status = absl::InternalError("cached_prompt_tokens after the first event");
+    if (r.events++ == 0) {
+      r.cached = e->cached_prompt_tokens;
+      r.prompt_logprobs = e->prompt_logprobs;
+    } else if (!e->prompt_logprobs.empty()) {
+      r.status = absl::InternalError("prompt_logprobs after the first event");
+    }
+    if (r.events > 1 && e->cached_prompt_tokens != -1) {
+      r.status = absl::InternalError("cached_prompt_tokens after the first event");
+    }
     if (e->token_id >= 0) r.tokens.push_back(e->token_id);
     r.text += e->text;
     if (e->is_final()) {

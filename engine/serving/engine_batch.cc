@@ -1,0 +1,66 @@
+// Engine: batch building (loop thread). Decodes first, then prefill chunks (FCFS), then admission.
+#include <algorithm>
+
+#include "engine/serving/engine.h"
+
+namespace mcserve::engine {
+
+int64_t Engine::ChunkEnd(const Request& r, int64_t budget) const {
+  const int64_t start = runner_->position(r.slot);
+  int64_t end = std::min(r.prompt_len(), start + budget);
+  if (boundary_ > 0) {
+    if (options_.stop_at_every_boundary) {
+      // Stop at the first boundary after start: the chunk never crosses one mid-step.
+      end = std::min(end, (start / boundary_ + 1) * boundary_);
+    } else {
+      // Round down to a segment boundary when one lies in (start, end]; otherwise keep the partial
+      // chunk (a later chunk re-aligns, since boundaries are absolute prompt positions).
+      const int64_t aligned = end / boundary_ * boundary_;
+      if (aligned > start) end = aligned;
+    }
+  }
+  return end;
+}
+
+Engine::StepPlan Engine::BuildBatch(bool* admission_blocked) {
+  StepPlan plan;
+  int64_t budget = options_.max_batch_tokens;
+  auto add = [&plan](Request* r, std::span<const int32_t> tokens, bool all_logits) {
+    plan.chunks.push_back({.slot = r->slot, .tokens = tokens, .all_logits = all_logits});
+    plan.requests.push_back(r);
+  };
+  // 1. Decodes first, one token each, least recently scheduled first; a full channel waits.
+  std::vector<Request*> decodes;
+  for (auto& r : running_) {
+    if (r->phase == RequestPhase::kDecode && r->channel->HasRoom()) decodes.push_back(r.get());
+  }
+  std::stable_sort(decodes.begin(), decodes.end(),
+                   [](const Request* a, const Request* b) { return a->last_scheduled < b->last_scheduled; });
+  for (Request* r : decodes) {
+    if (budget == 0) break;
+    add(r, std::span<const int32_t>(&r->next_input, 1), false);
+    --budget;
+  }
+  // 2. Prefill chunks of admitted requests, in admission order (FCFS).
+  auto add_prefill = [&](Request* r) {
+    const int64_t start = runner_->position(r->slot), end = ChunkEnd(*r, budget);
+    // The last chunk yields a token: it needs room in the channel like a decode.
+    if (end == r->prompt_len() && !r->channel->HasRoom()) return;
+    add(r, std::span<const int32_t>(r->spec.prompt).subspan(start, end - start), r->spec.prompt_logprobs);
+    budget -= end - start;
+  };
+  for (auto& r : running_) {
+    if (budget == 0) break;
+    if (r->phase == RequestPhase::kPrefill) add_prefill(r.get());
+  }
+  // 3. Admission of waiting requests, FCFS, while budget and slots remain.
+  while (budget > 0 && runner_->num_free_slots() > 0) {
+    bool stop = false;
+    Request* admitted = AdmitHead(admission_blocked, &stop);
+    if (stop) break;
+    if (admitted != nullptr) add_prefill(admitted);  // null: the head failed and is gone
+  }
+  return plan;
+}
+
+}  // namespace mcserve::engine
