@@ -194,8 +194,6 @@ absl::StatusOr<mcserve::server::GrpcServerOptions> GrpcOptionsFromFlags(const st
     MCSERVE_ASSIGN_OR_RETURN(*pem, ReadFile(flag, path));
   }
   options.model_path = dir;
-  options.max_tokens_limit = static_cast<uint32_t>(absl::GetFlag(FLAGS_max_tokens_limit));
-  options.max_prompt_tokens = absl::GetFlag(FLAGS_max_prompt_tokens);
   options.version = MCSERVE_VERSION;
   options.max_request_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_max_request_bytes));
   options.write_timeout = absl::Seconds(absl::GetFlag(FLAGS_write_timeout_seconds));
@@ -212,7 +210,6 @@ mcserve::server::HttpServerOptions HttpOptionsFromFlags(const std::string& model
   options.model_name = model_name;
   options.tls_cert = absl::GetFlag(FLAGS_tls_cert);
   options.tls_key = absl::GetFlag(FLAGS_tls_key);
-  options.limits.max_tokens_limit = absl::GetFlag(FLAGS_max_tokens_limit);
   options.write_timeout = absl::Seconds(absl::GetFlag(FLAGS_write_timeout_seconds));
   options.max_body_bytes = absl::GetFlag(FLAGS_max_request_bytes);
   options.metrics = [registry] { return registry->Render(); };
@@ -261,6 +258,7 @@ absl::Status Run() {
   engine_options.max_waiting = absl::GetFlag(FLAGS_max_waiting);
   engine_options.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);
   engine_options.max_prompt_tokens = absl::GetFlag(FLAGS_max_prompt_tokens);
+  engine_options.max_tokens_limit = absl::GetFlag(FLAGS_max_tokens_limit);
   engine_options.latency_observer = &latency_observer;
   engine_options.write_timeout = absl::Seconds(absl::GetFlag(FLAGS_write_timeout_seconds));
   MCSERVE_ASSIGN_OR_RETURN(auto eng, engine::Engine::Create(std::move(runner), &model->tokenizer(), engine_options));

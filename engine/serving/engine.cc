@@ -25,6 +25,9 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<ModelRunn
   if (options.max_prompt_tokens < 1) {
     return absl::InvalidArgumentError(absl::StrCat("max_prompt_tokens must be ≥ 1, got ", options.max_prompt_tokens));
   }
+  if (options.max_tokens_limit < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("max_tokens_limit must be ≥ 1, got ", options.max_tokens_limit));
+  }
   if (options.channel_capacity < 1) {
     return absl::InvalidArgumentError(absl::StrCat("channel_capacity must be ≥ 1, got ", options.channel_capacity));
   }
@@ -40,7 +43,11 @@ Engine::Engine(std::unique_ptr<ModelRunner> runner, const Tokenizer* tokenizer, 
       options_(options),
       num_slots_(runner_->num_slots()),
       vocab_size_(runner_->vocab_size()),
-      boundary_(runner_->boundary_tokens()) {
+      boundary_(runner_->boundary_tokens()),
+      // Prompt ids must be known to both the tokenizer and the model.
+      limits_{.vocab_size = std::min<int32_t>(vocab_size_, tokenizer->vocab_size()),
+              .max_prompt_tokens = options.max_prompt_tokens,
+              .max_tokens_limit = options.max_tokens_limit} {
   for (int32_t id = tokenizer->vocab_size(); id < vocab_size_; ++id) padding_ids_.push_back(id);
   counters_.slots_total = num_slots_;
 }
@@ -48,9 +55,7 @@ Engine::Engine(std::unique_ptr<ModelRunner> runner, const Tokenizer* tokenizer, 
 Engine::~Engine() { Shutdown(); }
 
 absl::StatusOr<std::shared_ptr<RequestHandle>> Engine::Submit(RequestSpec spec) {
-  // Prompt ids must be known to both the tokenizer and the model.
-  MCSERVE_RETURN_IF_ERROR(ValidatePrompt(spec.prompt, std::min<int>(vocab_size_, tokenizer_->vocab_size()),
-                                         options_.max_prompt_tokens));
+  MCSERVE_RETURN_IF_ERROR(CheckRequest(spec, limits_));
   MCSERVE_ASSIGN_OR_RETURN(Sampler sampler, Sampler::Create(spec.sampling, vocab_size_));
   sampler.SetPrompt(spec.prompt);
   MCSERVE_ASSIGN_OR_RETURN(OutputStream stream,

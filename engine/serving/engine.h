@@ -15,6 +15,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -29,6 +30,7 @@
 #include "engine/serving/model_runner.h"
 #include "engine/serving/output_channel.h"
 #include "engine/serving/request.h"
+#include "engine/serving/request_rules.h"
 
 namespace mcserve::engine {
 
@@ -37,6 +39,8 @@ struct EngineOptions {
   int max_waiting = 256;                // --max-waiting: queued requests before RESOURCE_EXHAUSTED
   int64_t max_batch_tokens = 2048;      // --max-batch-tokens: tokens per step (decodes + prefill), ≥ slots
   int64_t max_prompt_tokens = 1 << 20;  // --max-prompt-tokens: longest prompt accepted
+  // --max-tokens-limit (the server's default: 4096): largest max_tokens (and min_tokens) accepted.
+  int32_t max_tokens_limit = std::numeric_limits<int32_t>::max();
   int channel_capacity = 64;            // output events buffered per request (backpressure beyond)
   // When true, a prefill chunk never crosses a boundary_tokens() multiple without ending there (at
   // most one block per sequence per step). Off by default: a chunk is rounded down to the last
@@ -80,7 +84,8 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  // Queues a request. InvalidArgument for a bad prompt, sampling or stop parameters (naming it);
+  // Queues a request. InvalidArgument naming the field for anything that breaks the request rules
+  // (CheckRequest against limits()) or the sampler's and output stream's own checks;
   // RESOURCE_EXHAUSTED when max_waiting requests are already queued; UNAVAILABLE after Shutdown.
   // Any thread.
   absl::StatusOr<std::shared_ptr<RequestHandle>> Submit(RequestSpec spec);
@@ -96,6 +101,9 @@ class Engine {
   // The most requests that run at once (= state slots). Reported so users see the cap rather than
   // discovering it as queueing (vLLM / SGLang users' complaint). Any thread.
   int EffectiveConcurrency() const { return num_slots_; }
+  // The limits Submit checks every request against (CheckRequest): the one set of rules both front
+  // ends report. Any thread.
+  const RequestLimits& limits() const { return limits_; }
 
  private:
   // One step's batch: chunks[i] (to the runner) belongs to requests[i]; chunk tokens point into the
@@ -146,6 +154,7 @@ class Engine {
   const int num_slots_;
   const int vocab_size_;
   const int64_t boundary_;
+  const RequestLimits limits_;  // what Submit holds every request to (CheckRequest)
   std::vector<int32_t> padding_ids_;  // ids the runner has but the tokenizer doesn't: never sampled
   const std::shared_ptr<SchedulerWaker> waker_ = std::make_shared<SchedulerWaker>();
   std::atomic<uint64_t> next_id_{1};

@@ -32,10 +32,6 @@ struct RequestSpec {
   bool prompt_logprobs = false;
 };
 
-// InvalidArgument naming the problem: an empty prompt, more than `max_prompt_tokens` tokens, or an
-// id outside [0, vocab_size). Any thread.
-absl::Status ValidatePrompt(std::span<const int32_t> prompt, int vocab_size, int64_t max_prompt_tokens);
-
 // A request's last event: `reason` (never kNone) and, for kError / a write timeout, why. Any thread.
 OutputEvent FinalEvent(FinishReason reason, absl::Status error = absl::OkStatus());
 

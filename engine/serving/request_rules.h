@@ -17,7 +17,7 @@ struct RequestLimits {
   // both the model and the tokenizer (a model may pad its embedding beyond the tokenizer's vocabulary).
   int32_t vocab_size = 0;
   int64_t max_prompt_tokens = 1 << 20;  // --max-prompt-tokens
-  int32_t max_tokens_limit = 4096;      // --max-tokens-limit: largest max_tokens (and min_tokens)
+  int32_t max_tokens_limit = 4096;      // largest max_tokens (and min_tokens): EngineOptions::max_tokens_limit
   static constexpr int kMaxLogprobs = 20;  // top-n alternatives per token, as OpenAI's API
 };
 

@@ -1,6 +1,7 @@
 #include "server/grpc/generation_service.h"
 
 #include <algorithm>
+#include <limits>
 #include <memory>
 #include <utility>
 
@@ -22,6 +23,10 @@ class FailedWriteReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   explicit FailedWriteReactor(grpc::Status status) { Finish(std::move(status)); }
   void OnDone() override { delete this; }
 };
+
+// A proto uint32 as the engine's int, saturated (the engine's limits are far below INT32_MAX, so a
+// saturated value is refused like the value sent).
+int SaturatedInt(uint32_t v) { return static_cast<int>(std::min<uint32_t>(v, std::numeric_limits<int32_t>::max())); }
 
 }  // namespace
 
@@ -67,7 +72,8 @@ absl::StatusOr<engine::RequestSpec> GenerationService::BuildSpec(const v1::Gener
   switch (request.prompt_case()) {
     case v1::GenerateRequest::kText: {
       if (request.text().empty()) return absl::InvalidArgumentError("text: the prompt is empty");
-      auto ids = TokenizeWithinLimit(tokenizer, request.text(), /*add_bos=*/true, options_.max_prompt_tokens, "text");
+      auto ids = TokenizeWithinLimit(tokenizer, request.text(), /*add_bos=*/true,
+                                     engine_->limits().max_prompt_tokens, "text");
       if (!ids.ok()) return ids.status();
       spec.prompt = std::move(*ids);
       break;
@@ -90,32 +96,13 @@ absl::StatusOr<engine::RequestSpec> GenerationService::BuildSpec(const v1::Gener
   for (const auto& [id, bias] : s.logit_bias()) spec.sampling.logit_bias.emplace_back(id, bias);
   std::sort(spec.sampling.logit_bias.begin(), spec.sampling.logit_bias.end());
   if (s.has_seed()) spec.sampling.seed = s.seed();
-  if (request.logprobs() > 20) {
-    return absl::InvalidArgumentError(absl::StrCat("logprobs must be in [0, 20], got ", request.logprobs()));
-  }
-  spec.sampling.logprobs = static_cast<int>(request.logprobs());
+  spec.sampling.logprobs = SaturatedInt(request.logprobs());
 
   const v1::StopParams& stop = request.stop();
-  if (stop.has_max_tokens()) {
-    if (stop.max_tokens() > options_.max_tokens_limit) {
-      return absl::InvalidArgumentError(absl::StrCat("max_tokens: ", stop.max_tokens(),
-                                                     " exceeds the server's limit (--max-tokens-limit=",
-                                                     options_.max_tokens_limit, ")"));
-    }
-    spec.stop.max_tokens = static_cast<int>(stop.max_tokens());
-  }
-  if (stop.min_tokens() > options_.max_tokens_limit) {
-    return absl::InvalidArgumentError(absl::StrCat("min_tokens: ", stop.min_tokens(), " exceeds the server's limit"));
-  }
-  spec.stop.min_tokens = static_cast<int>(stop.min_tokens());
+  // The engine checks these against its limits (CheckRequest), as it does for every front end.
+  if (stop.has_max_tokens()) spec.stop.max_tokens = SaturatedInt(stop.max_tokens());
+  spec.stop.min_tokens = SaturatedInt(stop.min_tokens());
   spec.stop.stop_token_ids.assign(stop.stop_token_ids().begin(), stop.stop_token_ids().end());
-  for (int i = 0; i < stop.stop_token_ids_size(); ++i) {
-    const int32_t id = stop.stop_token_ids(i);
-    if (id < 0 || id >= tokenizer.vocab_size()) {
-      return absl::InvalidArgumentError(absl::StrCat("stop_token_ids[", i, "]: ", id, " is outside [0, ",
-                                                     tokenizer.vocab_size(), ")"));
-    }
-  }
   spec.stop.stop_strings.assign(stop.stop().begin(), stop.stop().end());
   spec.stop.ignore_eos = stop.ignore_eos();
   spec.stop.include_stop_string = stop.include_stop_str_in_output();
@@ -175,7 +162,7 @@ absl::Status GenerationService::AbortById(const Caller& caller, const v1::AbortR
 absl::Status GenerationService::TokenizeText(const v1::TokenizeRequest& request,
                                              v1::TokenizeResponse* response) const {
   absl::StatusOr<std::vector<int32_t>> ids = TokenizeWithinLimit(model_->tokenizer(), request.text(), request.add_bos(),
-                                                                 options_.max_prompt_tokens, "text");
+                                                                 engine_->limits().max_prompt_tokens, "text");
   if (!ids.ok()) return ids.status();
   response->mutable_token_ids()->Assign(ids->begin(), ids->end());
   return absl::OkStatus();
@@ -196,8 +183,8 @@ void GenerationService::DescribeModel(v1::ModelInfo* response) const {
   const engine::EngineStats stats = engine_->Stats();
   response->set_num_slots(stats.slots_total);
   response->set_max_running_requests(engine_->EffectiveConcurrency());
-  response->set_max_prompt_tokens(options_.max_prompt_tokens);
-  response->set_max_tokens_limit(options_.max_tokens_limit);
+  response->set_max_prompt_tokens(engine_->limits().max_prompt_tokens);
+  response->set_max_tokens_limit(static_cast<uint32_t>(engine_->limits().max_tokens_limit));
   response->set_bos_token_id(static_cast<int32_t>(config.bos_token_id));
   response->set_eos_token_id(static_cast<int32_t>(config.eos_token_id));
 }

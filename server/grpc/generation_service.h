@@ -31,8 +31,6 @@ namespace mcserve::server {
 // Settings of the service (plain value); most are server flags.
 struct GenerationServiceOptions {
   std::string model_path;                // reported by GetModelInfo
-  uint32_t max_tokens_limit = 4096;      // --max-tokens-limit: the largest max_tokens accepted
-  int64_t max_prompt_tokens = 1 << 20;   // --max-prompt-tokens: checked on text here, on token ids by the engine
   ApiKeys api_keys;                      // --api-key: none = no authentication
   CallerAccounting* accounting = nullptr;  // per-caller counts (may be null; must outlive the service)
   std::string version;                   // reported by GetServerInfo

@@ -38,8 +38,6 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(const GrpcS
 GenerationServiceOptions ServiceOptions(const GrpcServerOptions& options) {
   GenerationServiceOptions service;
   service.model_path = options.model_path;
-  service.max_tokens_limit = options.max_tokens_limit;
-  service.max_prompt_tokens = options.max_prompt_tokens;
   service.api_keys = options.api_keys;
   service.accounting = options.accounting;
   service.version = options.version;

@@ -22,8 +22,6 @@ struct GrpcServerOptions {
   std::string tls_key_pem;
   std::string tls_client_ca_pem;    // require and verify client certificates when set
   std::string model_path;
-  uint32_t max_tokens_limit = 4096;
-  int64_t max_prompt_tokens = 1 << 20;
   ApiKeys api_keys;                         // none: no authentication (health never needs a key)
   CallerAccounting* accounting = nullptr;  // per-caller counts; may be null; must outlive the server
   std::string version;

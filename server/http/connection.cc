@@ -242,7 +242,9 @@ void Connection::StartCompletion(std::string body) {
   }
   // JSON and tokenization take up to seconds for a large prompt: off the I/O threads.
   asio::post(*context_->parse_pool, [self = shared_from_this(), body = std::move(body)] {
-    auto parsed = ParseCompletionRequest(body, *self->context_->tokenizer, self->options_.limits);
+    const CompletionLimits limits{.rules = self->context_->engine->limits(),
+                                  .default_max_tokens = self->options_.default_max_tokens};
+    auto parsed = ParseCompletionRequest(body, *self->context_->tokenizer, limits);
     asio::post(self->strand_, [self, parsed = std::move(parsed)]() mutable { self->Submit(std::move(parsed)); });
   });
 }

@@ -20,7 +20,7 @@ struct HttpServerOptions {
   ApiKeys api_keys;                        // none = no key required; else every route but /health and /ready
   CallerAccounting* accounting = nullptr;  // per-caller counts (may be null); must outlive the server
   std::string tls_cert, tls_key;           // PEM files; both set = HTTPS
-  CompletionLimits limits;
+  int default_max_tokens = 16;             // a completion's max_tokens when the request names none (OpenAI's)
   int64_t max_body_bytes = 4 << 20;  // larger request bodies (after decompression) get 413
   int max_header_bytes = 16 << 10;   // a larger request head gets 431
   int max_headers = 100;             // more header fields get 431

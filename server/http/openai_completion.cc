@@ -79,7 +79,9 @@ std::optional<int32_t> TokenId(const Json& v, int32_t vocab_size) {
   return static_cast<int32_t>(*id);
 }
 
-absl::Status Prompt(const Json& body, const engine::Tokenizer& tokenizer, std::vector<int32_t>* ids) {
+// The prompt: text (tokenized with a BOS) or token ids in [0, vocab_size).
+absl::Status Prompt(const Json& body, const engine::Tokenizer& tokenizer, int32_t vocab_size,
+                    std::vector<int32_t>* ids) {
   auto it = body.find("prompt");
   if (it == body.end() || it->is_null()) return Bad("prompt", "is required");
   if (it->is_string()) {
@@ -94,10 +96,9 @@ absl::Status Prompt(const Json& body, const engine::Tokenizer& tokenizer, std::v
     if (it->empty()) return Bad("prompt", "is empty");
     if (!(*it)[0].is_number()) return Bad("prompt", "a batch of prompts is not supported; send one per request");
     for (const Json& v : *it) {
-      const std::optional<int32_t> id = TokenId(v, tokenizer.vocab_size());
+      const std::optional<int32_t> id = TokenId(v, vocab_size);
       if (!id.has_value()) {
-        return Bad("prompt", absl::StrCat("token id ", AsSent(v), " is not in the vocabulary [0, ",
-                                          tokenizer.vocab_size(), ")"));
+        return Bad("prompt", absl::StrCat("token id ", AsSent(v), " is not in the vocabulary [0, ", vocab_size, ")"));
       }
       ids->push_back(*id);
     }
@@ -187,18 +188,18 @@ absl::StatusOr<CompletionRequest> ParseCompletionRequest(const std::string& body
 
   CompletionRequest r;
   if (auto it = json.find("model"); it != json.end() && it->is_string()) r.model = it->get<std::string>();
-  if (absl::Status s = Prompt(json, tokenizer, &r.spec.prompt); !s.ok()) return s;
+  const int32_t vocab = limits.rules.vocab_size;
+  if (absl::Status s = Prompt(json, tokenizer, vocab, &r.spec.prompt); !s.ok()) return s;
   engine::SamplingParams& p = r.spec.sampling;
   engine::StopCriteria& stop = r.spec.stop;
   stop.max_tokens = limits.default_max_tokens;
-  const int32_t vocab = tokenizer.vocab_size();
   for (absl::Status s : {Float(json, "temperature", &p.temperature), Float(json, "top_p", &p.top_p),
                          Integer(json, "top_k", -1, kIntMax, &p.top_k), Float(json, "min_p", &p.min_p),
                          Float(json, "repetition_penalty", &p.repetition_penalty),
                          Float(json, "presence_penalty", &p.presence_penalty),
                          Float(json, "frequency_penalty", &p.frequency_penalty),
-                         Integer(json, "logprobs", 0, 20, &p.logprobs),
-                         Integer(json, "max_tokens", 1, limits.max_tokens_limit, &stop.max_tokens),
+                         Integer(json, "logprobs", 0, engine::RequestLimits::kMaxLogprobs, &p.logprobs),
+                         Integer(json, "max_tokens", 1, limits.rules.max_tokens_limit, &stop.max_tokens),
                          Integer(json, "min_tokens", 0, kIntMax, &stop.min_tokens),
                          Bool(json, "ignore_eos", &stop.ignore_eos),
                          Bool(json, "include_stop_str_in_output", &stop.include_stop_string),

@@ -13,6 +13,7 @@
 #include "engine/model/tokenizer.h"
 #include "engine/serving/output_channel.h"
 #include "engine/serving/request.h"
+#include "engine/serving/request_rules.h"
 
 namespace mcserve::server {
 
@@ -23,16 +24,19 @@ struct CompletionRequest {
   std::string model;         // as given ("" when absent)
 };
 
+// What a completions request is held to: the engine's request rules (Engine::limits(), the same
+// for both front ends; the engine checks them again in Submit), applied while parsing so that errors
+// can quote the JSON value as sent, and OpenAI's default max_tokens.
 struct CompletionLimits {
-  int max_tokens_limit = 4096;  // largest max_tokens accepted
-  int default_max_tokens = 16;  // OpenAI's default
+  engine::RequestLimits rules;
+  int default_max_tokens = 16;
 };
 
 // Parses `body` (JSON). InvalidArgument naming the parameter for anything malformed or unsupported:
 // bad JSON, a missing or empty prompt, a batch of prompts, n ≠ 1, echo, best_of, suffix, a value of
 // the wrong type or out of range (the sampler's own checks name the parameter too). Integer fields
 // are range-checked before any narrowing and must be whole; token ids (prompt, stop_token_ids,
-// logit_bias keys) must be in the vocabulary; messages quote the value as sent.
+// logit_bias keys) must be in the rules' vocabulary; messages quote the value as sent.
 absl::StatusOr<CompletionRequest> ParseCompletionRequest(const std::string& body, const engine::Tokenizer& tokenizer,
                                                          const CompletionLimits& limits);
 

@@ -50,22 +50,26 @@ class GrpcServerTest : public ::testing::Test {
     engine_.reset();
   }
 
-  // (Re)starts engine and server; `tweak` adjusts the server's options.
-  void Serve(const std::function<void(GrpcServerOptions&)>& tweak = nullptr) {
+  // (Re)starts engine and server; `tweak` adjusts the server's options, `engine_tweak` the engine's
+  // (whose max_tokens_limit is kMaxTokensLimit here).
+  void Serve(const std::function<void(GrpcServerOptions&)>& tweak = nullptr,
+             const std::function<void(engine::EngineOptions&)>& engine_tweak = nullptr) {
     Stop();
     auto model = engine::Model::Load(std::string(MCSERVE_TEST_DATA_DIR) + "/models/gated_deltanet", {.num_threads = 1});
     ASSERT_TRUE(model.ok()) << model.status();
     model_ = std::move(*model);
     auto runner = engine::RecurrentRunner::Create(model_.get(), {.num_slots = kSlots});
     ASSERT_TRUE(runner.ok()) << runner.status();
-    auto engine = engine::Engine::Create(std::move(*runner), &model_->tokenizer(), {});
+    engine::EngineOptions engine_options;
+    engine_options.max_tokens_limit = kMaxTokensLimit;
+    if (engine_tweak) engine_tweak(engine_options);
+    auto engine = engine::Engine::Create(std::move(*runner), &model_->tokenizer(), engine_options);
     ASSERT_TRUE(engine.ok()) << engine.status();
     engine_ = std::move(*engine);
     GrpcServerOptions options;
     options.host = "127.0.0.1";
     options.port = 0;
     options.model_path = "fixture/gated_deltanet";
-    options.max_tokens_limit = kMaxTokensLimit;
     options.accounting = &accounting_;
     options.version = "test-version";
     if (tweak) tweak(options);
@@ -202,11 +206,20 @@ TEST_F(GrpcServerTest, GenerateRejectsInvalidArgumentsNamingThem) {
       {"no prompt", [](v1::GenerateRequest& r) { r.clear_prompt(); }, "prompt"},
       {"empty text", [](v1::GenerateRequest& r) { r.set_text(""); }, "text"},
       {"empty ids", [](v1::GenerateRequest& r) { r.mutable_token_ids(); }, "token_ids"},
+      // The engine's request rules (CheckRequest), the same for both front ends.
       {"max_tokens", [](v1::GenerateRequest& r) { r.mutable_stop()->set_max_tokens(kMaxTokensLimit + 1); },
-       "max_tokens"},
-      {"logprobs", [](v1::GenerateRequest& r) { r.set_logprobs(21); }, "logprobs"},
-      {"stop id", [](v1::GenerateRequest& r) { r.mutable_stop()->add_stop_token_ids(-1); }, "stop_token_ids[0]"},
-      {"id out of vocabulary", [](v1::GenerateRequest& r) { r.mutable_token_ids()->add_ids(1 << 30); }, ""},
+       absl::StrCat("max_tokens: ", kMaxTokensLimit + 1, " is outside [1, ", kMaxTokensLimit, "]")},
+      {"max_tokens beyond int32", [](v1::GenerateRequest& r) { r.mutable_stop()->set_max_tokens(4294967295u); },
+       "max_tokens: 2147483647 is outside [1, "},
+      {"min_tokens", [](v1::GenerateRequest& r) { r.mutable_stop()->set_min_tokens(kMaxTokensLimit + 1); },
+       "min_tokens: "},
+      {"logprobs", [](v1::GenerateRequest& r) { r.set_logprobs(21); }, "logprobs: 21 is outside [0, 20]"},
+      {"stop id", [](v1::GenerateRequest& r) { r.mutable_stop()->add_stop_token_ids(-1); },
+       "stop_token_ids[0]: -1 is outside the vocabulary"},
+      {"logit_bias key", [](v1::GenerateRequest& r) { (*r.mutable_sampling()->mutable_logit_bias())[1 << 30] = 1; },
+       "logit_bias: token id 1073741824 is outside the vocabulary"},
+      {"id out of vocabulary", [](v1::GenerateRequest& r) { r.mutable_token_ids()->add_ids(1 << 30); },
+       "has id 1073741824, outside the vocabulary"},
   };
   for (const Case& c : cases) {
     v1::GenerateRequest request = Request("hello", 4);
@@ -348,7 +361,7 @@ TEST_F(GrpcServerTest, TokenizeMatchesTheEnginesTokenizer) {
     EXPECT_EQ(std::vector<int32_t>(response.token_ids().begin(), response.token_ids().end()), *expected);
   }
   // Longer than --max-prompt-tokens: INVALID_ARGUMENT naming the limit.
-  Serve([](GrpcServerOptions& o) { o.max_prompt_tokens = 4; });
+  Serve(nullptr, [](engine::EngineOptions& o) { o.max_prompt_tokens = 4; });
   v1::TokenizeRequest request;
   request.set_text("In the beginning God created the heaven and the earth.");
   v1::TokenizeResponse response;

@@ -71,9 +71,16 @@ class HttpServerFixture : public ::testing::Test {
     engine_.reset();
   }
 
+  // The engine's options in these tests: long requests allowed (max_tokens up to 60,000).
+  static engine::EngineOptions TestEngineOptions() {
+    engine::EngineOptions options;
+    options.max_tokens_limit = 60000;
+    return options;
+  }
+
   // (Re)starts engine and server; `tweak` adjusts the server's options, `engine_options` the engine's.
   void Serve(const std::function<void(HttpServerOptions&)>& tweak = nullptr,
-             engine::EngineOptions engine_options = {}) {
+             engine::EngineOptions engine_options = TestEngineOptions()) {
     http_.reset();
     engine_.reset();
     auto model = engine::Model::Load(std::string(MCSERVE_TEST_DATA_DIR) + "/models/gated_deltanet", {.num_threads = 1});
@@ -88,7 +95,6 @@ class HttpServerFixture : public ::testing::Test {
     options.host = "127.0.0.1";
     options.model_name = "gated_deltanet";
     options.accounting = &accounting_;
-    options.limits.max_tokens_limit = 60000;
     options.metrics = [] { return std::string("# TYPE x counter\nx 1\n"); };
     if (tweak) tweak(options);
     auto http = HttpServer::Start(engine_.get(), &model_->tokenizer(), std::move(options));

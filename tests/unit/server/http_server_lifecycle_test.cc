@@ -74,7 +74,7 @@ TEST_F(HttpServerLifecycleTest, StopClosesIdleSlowAndNonReadingClientsPromptly) 
 }
 
 TEST_F(HttpServerLifecycleTest, AClientThatStopsReadingIsCancelledAndDisconnected) {
-  engine::EngineOptions engine_options;
+  engine::EngineOptions engine_options = TestEngineOptions();
   engine_options.write_timeout = absl::Milliseconds(200);
   Serve([](HttpServerOptions& o) { o.write_timeout = absl::Seconds(2); }, engine_options);
   RawConnection stuck(port(), /*receive_buffer=*/2048);

@@ -22,7 +22,8 @@ class OpenAiCompletionTest : public ::testing::Test {
   static void TearDownTestSuite() { delete tokenizer_; }
 
   absl::StatusOr<CompletionRequest> Parse(const std::string& body) {
-    return ParseCompletionRequest(body, *tokenizer_, {.max_tokens_limit = 4096});
+    const CompletionLimits limits{.rules = {.vocab_size = vocab(), .max_tokens_limit = 4096}};
+    return ParseCompletionRequest(body, *tokenizer_, limits);
   }
   // The error message of a request that must be refused.
   std::string Error(const std::string& body) {
