@@ -110,40 +110,32 @@ absl::StatusOr<engine::RequestSpec> GenerationService::BuildSpec(const v1::Gener
   return spec;
 }
 
-absl::StatusOr<GenerateStreamRequest> GenerationService::StartRequest(const grpc::CallbackServerContext& context,
-                                                                      const grpc::ByteBuffer& raw_request) {
+grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::Generate(grpc::CallbackServerContext* context,
+                                                                        const grpc::ByteBuffer* raw_request) {
+  auto fail = [](const absl::Status& status) { return new FailedWriteReactor(ToGrpcStatus(status)); };
   GenerateStreamRequest out;
   out.start = absl::Now();
-  absl::StatusOr<Caller> caller = authenticator_.Identify(context);
-  if (!caller.ok()) return caller.status();
+  absl::StatusOr<Caller> caller = authenticator_.Identify(*context);
+  if (!caller.ok()) return fail(caller.status());
   out.caller = *std::move(caller);
-  if (!admitting_) return absl::UnavailableError("the server is shutting down");
+  if (!admitting_) return fail(absl::UnavailableError("the server is shutting down"));
   v1::GenerateRequest request;
-  if (absl::Status s = DecodeRequest(raw_request, options_.max_request_bytes, &request); !s.ok()) return s;
+  if (absl::Status s = DecodeRequest(*raw_request, options_.max_request_bytes, &request); !s.ok()) return fail(s);
   absl::StatusOr<std::string> id = registry_.Reserve(out.caller.owner, request.request_id());
-  if (!id.ok()) return id.status();
+  if (!id.ok()) return fail(id.status());
   out.request_id = *std::move(id);
-  absl::StatusOr<std::shared_ptr<engine::RequestHandle>> handle = [&]() -> absl::StatusOr<std::shared_ptr<engine::RequestHandle>> {
-    absl::StatusOr<engine::RequestSpec> spec = BuildSpec(request);
-    if (!spec.ok()) return spec.status();
-    out.prompt_tokens = static_cast<int64_t>(spec->prompt.size());
-    return engine_->Submit(*std::move(spec));
-  }();
+  absl::StatusOr<engine::RequestSpec> spec = BuildSpec(request);
+  if (spec.ok()) out.prompt_tokens = static_cast<int64_t>(spec->prompt.size());
+  absl::StatusOr<std::shared_ptr<engine::RequestHandle>> handle =
+      spec.ok() ? engine_->Submit(*std::move(spec)) : spec.status();
   if (!handle.ok()) {
     registry_.Release(out.caller.owner, out.request_id);
-    return handle.status();
+    return fail(handle.status());
   }
   out.handle = *std::move(handle);
   registry_.Attach(out.caller.owner, out.request_id, out.handle->id());
   out.want_logprobs = request.logprobs() > 0;
-  return out;
-}
-
-grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::Generate(grpc::CallbackServerContext* context,
-                                                                        const grpc::ByteBuffer* raw_request) {
-  absl::StatusOr<GenerateStreamRequest> request = StartRequest(*context, *raw_request);
-  if (!request.ok()) return new FailedWriteReactor(ToGrpcStatus(request.status()));
-  return new GenerateStream(context, stream_env_, *std::move(request));
+  return new GenerateStream(context, stream_env_, std::move(out));
 }
 
 absl::Status GenerationService::AbortById(const Caller& caller, const v1::AbortRequest& request) const {

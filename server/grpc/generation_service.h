@@ -78,11 +78,9 @@ class GenerationService final : public RawGenerationService {
   absl::Status TokenizeText(const v1::TokenizeRequest& request, v1::TokenizeResponse* response) const;
   void DescribeModel(v1::ModelInfo* response) const;
   void DescribeServer(v1::ServerInfo* response) const;
-  // Validates and tokenizes the request into a spec; INVALID_ARGUMENT naming the field.
+  // The request as the engine's spec (text tokenized within --max-prompt-tokens); INVALID_ARGUMENT
+  // naming the field. The engine checks the rest (Engine::Submit, CheckRequest).
   absl::StatusOr<engine::RequestSpec> BuildSpec(const v1::GenerateRequest& request) const;
-  // Everything of Generate before its stream starts: the stream's request, or why the call fails.
-  absl::StatusOr<GenerateStreamRequest> StartRequest(const grpc::CallbackServerContext& context,
-                                                     const grpc::ByteBuffer& raw_request);
 
   engine::Engine* engine_;
   const engine::Model* model_;
