@@ -1,5 +1,5 @@
 // Engine: the serving spine the gRPC / HTTP servers and the tools talk to. It owns the ModelRunner
-// and one loop thread that is the runner's only caller (continuous batching, DESIGN.md §2). Requests
+// and one loop thread that is the runner's only caller (continuous batching; docs/architecture.md). Requests
 // go in as token ids (tokenized by the caller) and come out through RequestHandles.
 //
 // Each step the loop builds one batch within `max_batch_tokens` (engine_batch.cc): first one decode

@@ -1,6 +1,6 @@
 // A fixed pool of worker threads for the CPU backend's data-parallel loops. Workers spin briefly
 // after each loop before sleeping, so the back-to-back small loops of a decode step do not pay a
-// futex wake-up each (DESIGN.md §9 targets); an idle pool sleeps.
+// futex wake-up each (the decode targets of docs/architecture.md); an idle pool sleeps.
 #pragma once
 
 #include <atomic>

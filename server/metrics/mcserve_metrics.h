@@ -1,4 +1,4 @@
-// The mcserve metric set (DESIGN.md §7), named like vLLM's so its dashboards and autoscalers fit,
+// The mcserve metric set, named like vLLM's so its dashboards and autoscalers fit,
 // registered in one place. Every family carries the label model_name (one value).
 #pragma once
 

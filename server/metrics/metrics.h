@@ -1,6 +1,6 @@
 // A small thread-safe Prometheus metrics library: a Registry of counter, gauge and histogram
 // families with fixed label names and bounded label values, rendered in the text exposition format
-// 0.0.4 (Prometheus-cpp is not packaged for Debian 12; DESIGN.md §8).
+// 0.0.4 (Prometheus-cpp is not packaged for Debian 12).
 #pragma once
 
 #include <atomic>

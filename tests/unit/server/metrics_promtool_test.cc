@@ -2,7 +2,7 @@
 // fully populated McserveMetrics registry. Fails (never skips) when promtool is missing.
 //
 // promtool's linter reports every `:` in a metric name ("metric names should not contain ':'",
-// colons being reserved for recording rules), and DESIGN.md §7 asks for vLLM-style `mcserve:` names.
+// colons being reserved for recording rules), and mcserve keeps vLLM-style `mcserve:` names.
 // So the text is checked twice: with `mcserve:` spelled `mcserve_` it must pass with exit 0 and no
 // output at all; as served, the colon notice must be the only problem promtool reports.
 #include <sys/wait.h>
