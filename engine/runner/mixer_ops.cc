@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
-#include "kernels/embedding/embedding.h"
+#include "kernels/gather_rows/gather_rows.h"
 #include "kernels/l2_norm/l2_norm.h"
 #include "kernels/linear/linear.h"
 #include "kernels/rms_norm/rms_norm.h"
@@ -21,7 +21,7 @@ absl::StatusOr<Tensor> BroadcastRows(const Context& ctx, const Tensor& vec, int6
   MCSERVE_ASSIGN_OR_RETURN(Tensor table, vec.Reshape({1, vec.numel()}));
   MCSERVE_ASSIGN_OR_RETURN(Tensor zeros, Tensor::Zeros(kernels::DType::kI32, {rows}, ctx.device));
   MCSERVE_ASSIGN_OR_RETURN(Tensor out, NewF32(ctx, {rows, vec.numel()}));
-  MCSERVE_RETURN_IF_ERROR(kernels::Embedding(ctx, {.table = &table, .ids = &zeros, .out = &out}));
+  MCSERVE_RETURN_IF_ERROR(kernels::GatherRows(ctx, {.table = &table, .ids = &zeros, .out = &out}));
   return out;
 }
 
@@ -38,7 +38,7 @@ absl::StatusOr<Tensor> ExpandHeads(const Context& ctx, const Tensor& x, int64_t 
   MCSERVE_ASSIGN_OR_RETURN(Tensor ids_t, Tensor::FromHostI32(ids, {t * heads}, ctx.device));
   MCSERVE_ASSIGN_OR_RETURN(Tensor table, x.Reshape({t * h, d}));
   MCSERVE_ASSIGN_OR_RETURN(Tensor out, NewF32(ctx, {t * heads, d}));
-  MCSERVE_RETURN_IF_ERROR(kernels::Embedding(ctx, {.table = &table, .ids = &ids_t, .out = &out}));
+  MCSERVE_RETURN_IF_ERROR(kernels::GatherRows(ctx, {.table = &table, .ids = &ids_t, .out = &out}));
   return out.Reshape({t, heads, d});
 }
 
@@ -47,7 +47,7 @@ absl::StatusOr<Tensor> GatherRows(const Context& ctx, const Tensor& t, std::span
   MCSERVE_ASSIGN_OR_RETURN(Tensor ids, Tensor::FromHostI32(rows, {m}, ctx.device));
   MCSERVE_ASSIGN_OR_RETURN(Tensor table, t.Reshape({t.dim(0), width}));
   MCSERVE_ASSIGN_OR_RETURN(Tensor out, NewF32(ctx, {m, width}));
-  MCSERVE_RETURN_IF_ERROR(kernels::Embedding(ctx, {.table = &table, .ids = &ids, .out = &out}));
+  MCSERVE_RETURN_IF_ERROR(kernels::GatherRows(ctx, {.table = &table, .ids = &ids, .out = &out}));
   kernels::Shape shape = t.shape();
   shape[0] = m;
   return out.Reshape(shape);

@@ -4,7 +4,7 @@
 #include "engine/runner/mixer_ops.h"
 #include "base/status_macros.h"
 #include "kernels/elementwise/elementwise.h"
-#include "kernels/embedding/embedding.h"
+#include "kernels/gather_rows/gather_rows.h"
 #include "kernels/linear/linear.h"
 #include "kernels/rms_norm/rms_norm.h"
 
@@ -107,13 +107,13 @@ absl::StatusOr<Tensor> Model::Forward(std::span<const SequenceChunk> chunks, Sta
   for (int32_t slot : slots) batch.positions.push_back(pool.position(slot));
 
   MCSERVE_ASSIGN_OR_RETURN(Tensor h, NewF32(ctx_, {t, config_.hidden_size}));  // residual stream
-  MCSERVE_RETURN_IF_ERROR(kernels::Embedding(ctx_, {.table = &embeddings_, .ids = &ids_t, .out = &h}));
+  MCSERVE_RETURN_IF_ERROR(kernels::GatherRows(ctx_, {.table = &embeddings_, .ids = &ids_t, .out = &h}));
   for (size_t i = 0; i < blocks_.size(); ++i) {
     MCSERVE_RETURN_IF_ERROR(RunBlock(blocks_[i], h, batch, pool.layer(i)));
   }
   for (const SequenceChunk& c : chunks) pool.Advance(c.slot, static_cast<int64_t>(c.tokens.size()));
   MCSERVE_ASSIGN_OR_RETURN(Tensor last, NewF32(ctx_, {rows, config_.hidden_size}));
-  MCSERVE_RETURN_IF_ERROR(kernels::Embedding(ctx_, {.table = &h, .ids = &rows_t, .out = &last}));
+  MCSERVE_RETURN_IF_ERROR(kernels::GatherRows(ctx_, {.table = &h, .ids = &rows_t, .out = &last}));
   MCSERVE_RETURN_IF_ERROR(
       kernels::RmsNorm(ctx_, {.x = &last, .weight = &final_norm_, .eps = config_.norm_eps, .out = &last}));
   return Project(ctx_, last, lm_head_);

@@ -1,6 +1,6 @@
 // WeightBinder: fetches a model's tensors by name with the shapes its config implies, so that every
 // weight is validated before use. Matrices keep their on-disk dtype (F32/BF16/F16) on every device
-// (read as stored by Linear's GEMV/GEMM, Embedding and ShortConv); vectors and small tensors are
+// (read as stored by Linear's GEMV/GEMM, GatherRows and ShortConv); vectors and small tensors are
 // widened to F32 on the model's device. Used while loading only.
 #pragma once
 

@@ -14,7 +14,7 @@
 #include "kernels/core/context.h"
 #include "kernels/core/tensor.h"
 #include "kernels/elementwise/elementwise.h"
-#include "kernels/embedding/embedding.h"
+#include "kernels/gather_rows/gather_rows.h"
 #include "kernels/feature_map/feature_map.h"
 #include "kernels/gate/gate.h"
 #include "kernels/l2_norm/l2_norm.h"
@@ -73,9 +73,9 @@ TEST(DevicePlacementTest, Linear) {
 }
 
 TEST(DevicePlacementTest, Embedding) {
-  ExpectEachArgumentChecked("Embedding", {"table", "ids", "out"}, [](const Placement& p) {
+  ExpectEachArgumentChecked("GatherRows", {"table", "ids", "out"}, [](const Placement& p) {
     Tensor table = p.F32("table", {5, 3}), ids = p.I32("ids", {1, 4}), out = p.F32("out", {2, 3});
-    return Embedding(p.ctx(), {.table = &table, .ids = &ids, .out = &out});
+    return GatherRows(p.ctx(), {.table = &table, .ids = &ids, .out = &out});
   });
 }
 

@@ -1,5 +1,5 @@
-// Embedding: gathers exact rows for F32/BF16/F16 tables, threaded and not; rejects bad ids/shapes.
-#include "kernels/embedding/embedding.h"
+// GatherRows: gathers exact rows for F32/BF16/F16 tables, threaded and not; rejects bad ids/shapes.
+#include "kernels/gather_rows/gather_rows.h"
 
 #include <memory>
 #include <random>
@@ -38,9 +38,9 @@ Table MakeTable(DType dtype, int64_t vocab, int64_t h) {
   return t;
 }
 
-class EmbeddingDTypeTest : public testing::TestWithParam<DType> {};
+class GatherRowsDTypeTest : public testing::TestWithParam<DType> {};
 
-TEST_P(EmbeddingDTypeTest, GathersRows) {
+TEST_P(GatherRowsDTypeTest, GathersRows) {
   cpu::ThreadPool pool(2);
   for (cpu::ThreadPool* p : {static_cast<cpu::ThreadPool*>(nullptr), &pool}) {
     for (int64_t h : {1, 13, 300}) {
@@ -54,7 +54,7 @@ TEST_P(EmbeddingDTypeTest, GathersRows) {
       ASSERT_TRUE(id_t.ok() && out.ok());
       Context ctx;
       ctx.pool = p;
-      ASSERT_TRUE(Embedding(ctx, {&table.tensor, &*id_t, &*out}).ok());
+      ASSERT_TRUE(GatherRows(ctx, {&table.tensor, &*id_t, &*out}).ok());
       std::vector<float> got = *out->ToHostF32();
       for (int64_t i = 0; i < m; ++i) {
         for (int64_t j = 0; j < h; ++j) {
@@ -65,15 +65,15 @@ TEST_P(EmbeddingDTypeTest, GathersRows) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(AllTableTypes, EmbeddingDTypeTest, testing::Values(DType::kF32, DType::kBF16, DType::kF16),
+INSTANTIATE_TEST_SUITE_P(AllTableTypes, GatherRowsDTypeTest, testing::Values(DType::kF32, DType::kBF16, DType::kF16),
                          [](const testing::TestParamInfo<DType>& info) { return std::string(DTypeName(info.param)); });
 
-TEST(EmbeddingTest, RejectsIdsOutsideVocab) {
+TEST(GatherRowsTest, RejectsIdsOutsideVocab) {
   auto table = *Tensor::Zeros(DType::kF32, {10, 4}, Device::kCpu);
   auto out = *Tensor::FromHost(std::vector<float>(8, 7.0f), {2, 4}, Device::kCpu);
   for (int32_t bad : {10, -1, 1 << 30}) {
     auto ids = *Tensor::FromHostI32(std::vector<int32_t>{2, bad}, {2}, Device::kCpu);
-    absl::Status s = Embedding({}, {&table, &ids, &out});
+    absl::Status s = GatherRows({}, {&table, &ids, &out});
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
     EXPECT_NE(s.message().find(std::to_string(bad)), std::string::npos) << s;
     EXPECT_NE(s.message().find("10"), std::string::npos) << s;
@@ -81,7 +81,7 @@ TEST(EmbeddingTest, RejectsIdsOutsideVocab) {
   EXPECT_EQ(*out.ToHostF32(), std::vector<float>(8, 7.0f));  // nothing written on failure
 }
 
-TEST(EmbeddingTest, RejectsBadShapesAndTypes) {
+TEST(GatherRowsTest, RejectsBadShapesAndTypes) {
   auto table = *Tensor::Zeros(DType::kF32, {10, 4}, Device::kCpu);
   auto table_i32 = *Tensor::Zeros(DType::kI32, {10, 4}, Device::kCpu);
   auto ids = *Tensor::FromHostI32(std::vector<int32_t>{1, 2}, {2}, Device::kCpu);
@@ -92,8 +92,8 @@ TEST(EmbeddingTest, RejectsBadShapesAndTypes) {
   auto out_wrong_m = *Tensor::Zeros(DType::kF32, {3, 4}, Device::kCpu);
   auto out_bf16 = *Tensor::Zeros(DType::kBF16, {2, 4}, Device::kCpu);
   const Context ctx;
-  EXPECT_TRUE(Embedding(ctx, {&table, &ids, &out}).ok());
-  for (const EmbeddingArgs& a : std::vector<EmbeddingArgs>{{&table_i32, &ids, &out},
+  EXPECT_TRUE(GatherRows(ctx, {&table, &ids, &out}).ok());
+  for (const GatherRowsArgs& a : std::vector<GatherRowsArgs>{{&table_i32, &ids, &out},
                                                            {&table, &ids_f32, &out},
                                                            {&table, &ids_2d, &out},
                                                            {&table, &ids, &out_wrong_h},
@@ -102,17 +102,17 @@ TEST(EmbeddingTest, RejectsBadShapesAndTypes) {
                                                            {nullptr, &ids, &out},
                                                            {&table, nullptr, &out},
                                                            {&table, &ids, nullptr}}) {
-    EXPECT_EQ(Embedding(ctx, a).code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(GatherRows(ctx, a).code(), absl::StatusCode::kInvalidArgument);
   }
 }
 
-TEST(EmbeddingTest, CudaDeviceFailsWithoutAGpu) {
+TEST(GatherRowsTest, CudaDeviceFailsWithoutAGpu) {
   auto table = *Tensor::Zeros(DType::kF32, {10, 4}, Device::kCpu);
   auto ids = *Tensor::FromHostI32(std::vector<int32_t>{1, 2}, {2}, Device::kCpu);
   auto out = *Tensor::Zeros(DType::kF32, {2, 4}, Device::kCpu);
   Context ctx;
   ctx.device = Device::kCuda;
-  EXPECT_FALSE(Embedding(ctx, {&table, &ids, &out}).ok());  // no GPU here: never succeeds
+  EXPECT_FALSE(GatherRows(ctx, {&table, &ids, &out}).ok());  // no GPU here: never succeeds
 }
 
 }  // namespace

@@ -1,11 +1,11 @@
-// Row gather of Embedding shared by the CPU and CUDA backends: one table row widened to F32.
+// The row gather of GatherRows shared by the CPU and CUDA backends: one table row widened to F32.
 #pragma once
 
 #include <cstdint>
 
 #include "kernels/core/dtype.h"
 
-namespace mcserve::kernels::embedding_math {
+namespace mcserve::kernels::gather_rows_math {
 
 // dst[i] = src[i] for i < n; src: [n] F32 row.
 MCSERVE_HD void CopyRowF32(const float* src, int64_t n, float* dst) {
@@ -25,4 +25,4 @@ MCSERVE_HD void WidenRowF16(const uint16_t* src, int64_t n, float* dst) {
 // True when `id` names a row of a table with `vocab` rows.
 MCSERVE_HD bool IdInRange(int32_t id, int64_t vocab) { return id >= 0 && id < vocab; }
 
-}  // namespace mcserve::kernels::embedding_math
+}  // namespace mcserve::kernels::gather_rows_math

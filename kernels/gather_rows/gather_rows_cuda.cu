@@ -1,4 +1,4 @@
-// CUDA Embedding: one block per token gathers its table row, widened to F32. Token ids stay on the
+// CUDA GatherRows: one block per id gathers its table row, widened to F32. Row ids stay on the
 // device and are checked inside the kernel; a bad id raises a device flag that the host reads back
 // (one 4-byte copy per call) to fail with InvalidArgument, as the CPU backend does.
 //
@@ -13,8 +13,8 @@
 #include "kernels/core/tensor_data.h"
 #include "kernels/cuda/cuda_compat.h"
 #include "kernels/core/device_runtime.h"
-#include "kernels/embedding/embedding.h"
-#include "kernels/embedding/embedding_math.h"
+#include "kernels/gather_rows/gather_rows.h"
+#include "kernels/gather_rows/gather_rows_math.h"
 
 namespace {
 
@@ -31,11 +31,11 @@ __device__ __forceinline__ float Widen(uint16_t v, km::DType dtype) {
 // out[i, :] = widen(table[ids[i], :]); table: [vocab, h] of T, ids: [m], out: [m, h].
 // An id outside [0, vocab) sets *bad = 1 and leaves its output row untouched.
 template <typename T>
-__global__ void EmbeddingKernel(const T* table, km::DType dtype, const int32_t* ids, int64_t vocab, int64_t h,
+__global__ void GatherRowsKernel(const T* table, km::DType dtype, const int32_t* ids, int64_t vocab, int64_t h,
                                 float* out, int* bad) {
   const int64_t i = blockIdx.x;
   const int32_t id = ids[i];
-  if (!km::embedding_math::IdInRange(id, vocab)) {
+  if (!km::gather_rows_math::IdInRange(id, vocab)) {
     if (threadIdx.x == 0) atomicExch(bad, 1);
     return;
   }
@@ -51,7 +51,7 @@ namespace mcserve::kernels::internal::MCSERVE_CUDA_NS {
 using ::mcserve::kernels::MCSERVE_CUDA_NS::KernelStream;
 using ::mcserve::kernels::MCSERVE_CUDA_NS::TakeLaunchStatus;
 
-absl::Status EmbeddingCuda(const Context& ctx, const EmbeddingArgs& args) {
+absl::Status GatherRowsCuda(const Context& ctx, const GatherRowsArgs& args) {
   const Tensor& table = *args.table;
   const int64_t m = args.ids->dim(0), h = table.dim(1), vocab = table.dim(0);
   if (m == 0) return absl::OkStatus();
@@ -66,13 +66,13 @@ absl::Status EmbeddingCuda(const Context& ctx, const EmbeddingArgs& args) {
     const int32_t* ids = Data<int32_t>(*args.ids);
     float* out = Data<float>(*args.out);
     if (table.dtype() == DType::kF32) {
-      MCSERVE_LAUNCH(EmbeddingKernel<float>, grid, block, 0, stream)
+      MCSERVE_LAUNCH(GatherRowsKernel<float>, grid, block, 0, stream)
       (Data<float>(table), table.dtype(), ids, vocab, h, out, bad);
     } else {
-      MCSERVE_LAUNCH(EmbeddingKernel<uint16_t>, grid, block, 0, stream)
+      MCSERVE_LAUNCH(GatherRowsKernel<uint16_t>, grid, block, 0, stream)
       (Data<uint16_t>(table), table.dtype(), ids, vocab, h, out, bad);
     }
-    status = TakeLaunchStatus("Embedding");
+    status = TakeLaunchStatus("GatherRows");
   }
   int host_bad = 0;
   if (status.ok()) status = rt->CopyDeviceToHost(&host_bad, bad, sizeof(int));
@@ -82,12 +82,12 @@ absl::Status EmbeddingCuda(const Context& ctx, const EmbeddingArgs& args) {
   // Rare path: find the first bad id on the host for the message.
   MCSERVE_ASSIGN_OR_RETURN(std::vector<int32_t> host_ids, args.ids->ToHostI32());
   for (int64_t i = 0; i < m; ++i) {
-    if (!embedding_math::IdInRange(host_ids[i], vocab)) {
-      return absl::InvalidArgumentError(absl::StrCat("Embedding: token id ", host_ids[i], " at position ", i,
+    if (!gather_rows_math::IdInRange(host_ids[i], vocab)) {
+      return absl::InvalidArgumentError(absl::StrCat("GatherRows: token id ", host_ids[i], " at position ", i,
                                                      " outside vocab [0, ", vocab, ")"));
     }
   }
-  return absl::InvalidArgumentError("Embedding: id out of range");
+  return absl::InvalidArgumentError("GatherRows: id out of range");
 }
 
 }  // namespace mcserve::kernels::internal::MCSERVE_CUDA_NS
