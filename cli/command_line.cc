@@ -1,27 +1,15 @@
 #include "cli/command_line.h"
 
-#include <algorithm>
-
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
+#include "cli/flag_values.h"
 
 namespace mcserve::cli {
 
 std::vector<char*> NormalizeFlagNames(int argc, char** argv, std::vector<std::string>* storage) {
-  storage->clear();
-  storage->reserve(argc);
+  *storage = NormalizedFlagNames(argc, argv);
   std::vector<char*> out;
-  for (int i = 0; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (i > 0 && arg.rfind("--", 0) == 0) {
-      const size_t end = std::min(arg.find('='), arg.size());
-      for (size_t j = 2; j < end; ++j) {
-        if (arg[j] == '-') arg[j] = '_';
-      }
-    }
-    storage->push_back(std::move(arg));
-  }
   for (std::string& arg : *storage) out.push_back(arg.data());
   return out;
 }

@@ -8,8 +8,8 @@
 
 namespace mcserve::cli {
 
-// argv with every "--flag-name[=value]" rewritten to absl's "--flag_name[=value]" (values are left
-// alone), so each flag may be written with dashes or underscores. The strings live in `storage`.
+// argv as NormalizedFlagNames (cli/flag_values.h) spells it, as the char* absl parses; the strings
+// live in `storage`.
 std::vector<char*> NormalizeFlagNames(int argc, char** argv, std::vector<std::string>* storage);
 
 // Makes --help list the flags defined under `tool_dir` (e.g. "tools/eval/") and cli/,

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -12,6 +13,10 @@ namespace mcserve::cli {
 
 // `status` with "--<flag>: " in front of its message (`flag` spelled with dashes).
 absl::Status ForFlag(const char* flag, const absl::Status& status);
+
+// argv with every "--flag-name[=value]" spelled as absl's "--flag_name[=value]" (values are left
+// alone) and "--no-x" / "--no_x" as "--nox", so each flag may be written with dashes or underscores.
+std::vector<std::string> NormalizedFlagNames(int argc, char** argv);
 
 // The device a --device value names ("cpu", "cuda", "cuda-emu", or "" for cuda when a GPU is
 // usable, else cpu); InvalidArgument naming --device otherwise.

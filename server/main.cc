@@ -296,23 +296,6 @@ void RaiseOpenFileLimit() {
   setrlimit(RLIMIT_NOFILE, &limit);
 }
 
-// Dashed spellings (--grpc-port) become absl's (--grpc_port); --no-x / --no_x become --nox.
-std::vector<std::string> NormalizeArgs(int argc, char** argv) {
-  std::vector<std::string> out;
-  for (int i = 0; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (i > 0 && arg.rfind("--", 0) == 0) {
-      const size_t end = std::min(arg.find('='), arg.size());
-      for (size_t j = 2; j < end; ++j) {
-        if (arg[j] == '-') arg[j] = '_';
-      }
-      if (arg.rfind("--no_", 0) == 0) arg = "--no" + arg.substr(5);
-    }
-    out.push_back(std::move(arg));
-  }
-  return out;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -328,7 +311,7 @@ int main(int argc, char** argv) {
   sigaction(SIGINT, &action, nullptr);
 
   // MCSERVE_* variables go first, so the command line (parsed after them) wins.
-  std::vector<std::string> storage = NormalizeArgs(argc, argv);
+  std::vector<std::string> storage = mcserve::cli::NormalizedFlagNames(argc, argv);
   std::vector<std::string> with_env = {storage[0]};
   for (const char* name : kEnvFlags) {
     const std::string var = "MCSERVE_" + absl::AsciiStrToUpper(name);
