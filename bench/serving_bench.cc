@@ -1,4 +1,4 @@
-// Serving throughput and time to first token through the Engine (scheduler + RecurrentRunner):
+// Serving throughput and time to first token through the Engine (its loop + RecurrentRunner):
 //   --mode throughput: N concurrent greedy requests (prompt P tokens, G generated each, EOS ignored),
 //     generated tokens/s over the wall time from the first submit to the last final event;
 //   --mode ttft: time to first token of a long prompt, cold (nothing cached) and with its first

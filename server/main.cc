@@ -53,7 +53,7 @@ ABSL_FLAG(std::string, device, "",
           "is present, else cpu");
 ABSL_FLAG(int, threads, 0, "CPU threads for the model; 0 = all cores");
 ABSL_FLAG(int, max_slots, 16, "State slots: the most requests that run at once");
-ABSL_FLAG(int64_t, max_batch_tokens, 2048, "Tokens per scheduler step (decode + prefill), ≥ --max-slots");
+ABSL_FLAG(int64_t, max_batch_tokens, 2048, "Tokens per engine step (decode + prefill), ≥ --max-slots");
 ABSL_FLAG(int, max_waiting, 256, "Queued requests beyond the running ones; more → RESOURCE_EXHAUSTED");
 ABSL_FLAG(int64_t, max_prompt_tokens, 1 << 20, "Longest prompt accepted, in tokens");
 ABSL_FLAG(int, max_tokens_limit, 4096, "The largest max_tokens a request may ask for");

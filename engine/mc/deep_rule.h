@@ -1,6 +1,6 @@
 // DeepRule: MemoryStage's view of the MLP memories (memory_rule.h) — kernels/deep_memory's update
 // with the online read-out, DeepMcReadout over checkpoint pages, and the restart of a slot from
-// the learned initial weights. Built per forward pass around that pass's inputs. Scheduler thread.
+// the learned initial weights. Built per forward pass around that pass's inputs. Engine loop thread.
 #pragma once
 
 #include <cstdint>

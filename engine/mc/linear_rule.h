@@ -1,6 +1,6 @@
 // LinearRule: MemoryStage's view of the matrix memories (memory_rule.h) — kernels/linear_memory's
 // update with the online read-out, McReadout over checkpoint pages, and the restart of a slot from a
-// zero memory. Built per forward pass around that pass's inputs. Scheduler thread.
+// zero memory. Built per forward pass around that pass's inputs. Engine loop thread.
 #pragma once
 
 #include <span>

@@ -1,6 +1,6 @@
 // The working set of one MemoryStage pass, shared by the stage's files (memory_stage.h): what every
 // step of a pass reads (McPass), the rows of the batch that run or read together with their device
-// layout built once (SubBatch), and the pages a read-out reads (PageList). Scheduler thread.
+// layout built once (SubBatch), and the pages a read-out reads (PageList). Engine loop thread.
 #pragma once
 
 #include <cstdint>

@@ -4,7 +4,7 @@
 // (linear_rule.h) drives the matrix memories (kernels/linear_memory, kernels/mc_readout), DeepRule
 // (deep_rule.h) the MLP memories (kernels/deep_memory). A mixer builds its rule per forward pass
 // around that pass's inputs and hands it to MemoryStage::Run. Adding a family: docs/memory-caching.md,
-// "Adding a memory family". Scheduler thread.
+// "Adding a memory family". Engine loop thread.
 #pragma once
 
 #include <cstdint>

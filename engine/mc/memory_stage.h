@@ -4,7 +4,7 @@
 // otherwise MC's aggregation of the online memory with the checkpoints of closed segments
 // (docs/memory-caching.md), freezing a checkpoint after each segment's last token. Its work is split
 // by concept: memory_stage.cc binds and dispatches, constant_segments.cc and log_segments.cc run the
-// two segmentations, aggregate.cc and ssc_routed.cc read the checkpoints. Scheduler thread.
+// two segmentations, aggregate.cc and ssc_routed.cc read the checkpoints. Engine loop thread.
 #pragma once
 
 #include <optional>

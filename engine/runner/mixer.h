@@ -1,7 +1,7 @@
 // Mixer: the recurrent memory layer of one block (linear attention, GLA, DeltaNet, gated DeltaNet,
 // SWLA, Titans, DLA). Each family declares its per-slot state and runs a varlen batch of token
 // rows — prefill chunks and one-token decodes alike — through its memory. Built at load time;
-// Forward is called from the scheduler thread.
+// Forward is called from the engine loop thread.
 #pragma once
 
 #include <memory>

@@ -1,5 +1,5 @@
 // Building blocks the mixers share: projections, the short-convolution token pipeline, per-head
-// q/k normalisation and the output norm + gate + o_proj. Scheduler thread.
+// q/k normalisation and the output norm + gate + o_proj. Engine loop thread.
 #pragma once
 
 #include <cmath>

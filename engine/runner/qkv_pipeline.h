@@ -1,6 +1,6 @@
 // The token pipeline and output stage shared by the delta-style mixers (DeltaNet, gated DeltaNet,
 // SWLA, Titans): q, k, v projections with short convs and activations, q/k normalisation and
-// scaling, and the per-head output norm, optional swish gate and o_proj. Scheduler thread.
+// scaling, and the per-head output norm, optional swish gate and o_proj. Engine loop thread.
 #pragma once
 
 #include <optional>

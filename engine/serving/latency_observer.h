@@ -1,4 +1,4 @@
-// LatencyObserver: where the scheduler reports each request's latencies as they happen, in vLLM's
+// LatencyObserver: where the engine loop reports each request's latencies as they happen, in vLLM's
 // terms (time to first token, inter-token latency, end-to-end latency), measured in the engine with
 // a monotonic clock from Submit. The metrics layer implements it (server/metrics/).
 #pragma once
@@ -7,7 +7,7 @@
 
 namespace mcserve::engine {
 
-// Called on the scheduler thread only; implementations must be cheap and never block (they run
+// Called on the engine loop thread only; implementations must be cheap and never block (they run
 // between model steps).
 class LatencyObserver {
  public:

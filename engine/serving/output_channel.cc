@@ -17,7 +17,7 @@ std::chrono::nanoseconds ToChrono(absl::Duration d) {
 
 }  // namespace
 
-void SchedulerWaker::Notify() {
+void LoopWaker::Notify() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     pending_ = true;
@@ -25,14 +25,14 @@ void SchedulerWaker::Notify() {
   cv_.notify_all();
 }
 
-bool SchedulerWaker::Wait(absl::Duration timeout) {
+bool LoopWaker::Wait(absl::Duration timeout) {
   std::unique_lock<std::mutex> lock(mu_);
   const bool notified = cv_.wait_for(lock, ToChrono(timeout), [this] { return pending_; });
   pending_ = false;
   return notified;
 }
 
-OutputChannel::OutputChannel(size_t capacity, std::shared_ptr<SchedulerWaker> waker)
+OutputChannel::OutputChannel(size_t capacity, std::shared_ptr<LoopWaker> waker)
     : capacity_(capacity < 1 ? 1 : capacity), waker_(std::move(waker)) {}
 
 bool OutputChannel::HasRoom() const {
@@ -95,7 +95,7 @@ absl::StatusOr<OutputEvent> OutputChannel::Next(absl::Duration timeout) {
     if (events_.empty()) return absl::OutOfRangeError("the request's stream has ended");
     event = PopLocked(&was_full);
   }
-  // A full channel held its request back from decoding; tell the scheduler there is room again.
+  // A full channel held its request back from decoding; tell the engine loop there is room again.
   if (was_full && waker_ != nullptr) waker_->Notify();
   return event;
 }

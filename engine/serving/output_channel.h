@@ -1,5 +1,5 @@
-// OutputChannel: the bounded queue of one request's output events, from the scheduler thread
-// (producer) to whoever streams the reply (consumer). The scheduler never blocks on it: a request
+// OutputChannel: the bounded queue of one request's output events, from the engine loop thread
+// (producer) to whoever streams the reply (consumer). The engine loop never blocks on it: a request
 // whose channel is full is not scheduled for decode that step (backpressure), so a client that
 // stops reading stops costing compute but keeps its state slot. Every stream ends with exactly one
 // final event (finish reason set, or an error), after which Next reports OUT_OF_RANGE.
@@ -44,13 +44,13 @@ struct OutputEvent {
   bool is_final() const { return finish != FinishReason::kNone; }
 };
 
-// Wakes the scheduler thread. Shared (shared_ptr) by the scheduler and every channel so that a
+// Wakes the engine loop thread. Shared (shared_ptr) by the engine loop and every channel so that a
 // consumer outliving the engine can still call Notify harmlessly. Thread-safe.
-class SchedulerWaker {
+class LoopWaker {
  public:
   // Any thread: makes the next (or current) Wait return.
   void Notify();
-  // Scheduler thread: blocks until Notify was called since the last Wait, or `timeout` passes;
+  // Engine loop thread: blocks until Notify was called since the last Wait, or `timeout` passes;
   // true if notified.
   bool Wait(absl::Duration timeout);
 
@@ -60,14 +60,14 @@ class SchedulerWaker {
   bool pending_ = false;
 };
 
-// Thread-safe; the producer methods are for the scheduler thread, the consumer methods for one
+// Thread-safe; the producer methods are for the engine loop thread, the consumer methods for one
 // consumer thread at a time (Cancel: any thread).
 class OutputChannel {
  public:
   // `capacity` ≥ 1 token events buffered at most (the final event may exceed it by one).
-  OutputChannel(size_t capacity, std::shared_ptr<SchedulerWaker> waker);
+  OutputChannel(size_t capacity, std::shared_ptr<LoopWaker> waker);
 
-  // Producer: whether one more non-final event fits (the scheduler checks before scheduling work
+  // Producer: whether one more non-final event fits (the engine loop checks before scheduling work
   // that produces a token, so Push never fails for want of room).
   bool HasRoom() const;
   // Producer: appends a non-final event; false (event dropped) if full or already closed.
@@ -77,7 +77,7 @@ class OutputChannel {
   void Finish(OutputEvent event);
   bool closed() const;
 
-  // Any thread: the client is gone or asked to stop. The scheduler sees it at its next step
+  // Any thread: the client is gone or asked to stop. The engine loop sees it at its next step
   // boundary, releases the request and finishes the stream with FinishReason::kCancelled.
   void Cancel();
   bool cancelled() const;
@@ -100,8 +100,8 @@ class OutputChannel {
 
  private:
   const size_t capacity_;
-  std::shared_ptr<SchedulerWaker> waker_;
-  // Takes an event out (mu_ held); the scheduler is woken when this made room in a full channel.
+  std::shared_ptr<LoopWaker> waker_;
+  // Takes an event out (mu_ held); the engine loop is woken when this made room in a full channel.
   OutputEvent PopLocked(bool* was_full);
   void NotifyListener();
 

@@ -3,7 +3,7 @@
 // and the one GEMM entry point. Implemented over CUDA (kernels/cuda/cuda_runtime.cu, only when
 // built with nvcc) and by the CUDA emulator (kernels/cuda/emu/, always built), so every CUDA code
 // path runs in tests on machines without a GPU. Thread-safe: allocation and copies may be called
-// from any thread (the engine calls them from the scheduler thread).
+// from any thread (the engine calls them from the engine loop thread).
 #pragma once
 
 #include <cstddef>

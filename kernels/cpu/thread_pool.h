@@ -25,7 +25,7 @@ class ThreadPool {
   int num_threads() const { return static_cast<int>(workers_.size()) + 1; }
 
   // Runs fn(begin, end) over a partition of [0, n) into contiguous blocks and waits for all.
-  // Not reentrant: call from one thread at a time (the engine's scheduler thread).
+  // Not reentrant: call from one thread at a time (the engine's engine loop thread).
   void ParallelFor(int64_t n, const std::function<void(int64_t, int64_t)>& fn);
 
  private:

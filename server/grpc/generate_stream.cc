@@ -47,7 +47,7 @@ void GenerateStream::OnOutput() {
     }
   }
   if (cancel) context_->TryCancel();  // the write fails, then OnWriteDone finishes the call
-  if (flush) Flush(/*on_scheduler=*/true);
+  if (flush) Flush(/*on_loop=*/true);
 }
 
 void GenerateStream::OnWriteDone(bool ok) {
@@ -57,7 +57,7 @@ void GenerateStream::OnWriteDone(bool ok) {
     if (!ok) finished_ = true;
   }
   if (!ok) return Finish(Cancelled());
-  Flush(/*on_scheduler=*/false);
+  Flush(/*on_loop=*/false);
 }
 
 void GenerateStream::OnCancel() {
@@ -86,7 +86,7 @@ void GenerateStream::OnDone() {
   delete this;
 }
 
-void GenerateStream::Flush(bool on_scheduler) {
+void GenerateStream::Flush(bool on_loop) {
   for (;;) {
     bool cancelled = false;
     {
@@ -99,7 +99,7 @@ void GenerateStream::Flush(bool on_scheduler) {
     switch (Collect()) {
       case Batch::kEvents: return Write(/*last=*/false);
       case Batch::kFinal:
-        if (!on_scheduler) return WriteFinal();
+        if (!on_loop) return WriteFinal();
         // Due at once: the callback runs on gRPC's executor, not here.
         return hop_.Set(gpr_now(GPR_CLOCK_MONOTONIC), [this](bool) { WriteFinal(); });
       case Batch::kFailed: {

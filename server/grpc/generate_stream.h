@@ -1,15 +1,15 @@
 // GenerateStream: one Generate call's reactor, pushed by the engine (no thread per stream).
 //
-// The engine calls the request's output listener on its scheduler thread whenever it queues an
+// The engine calls the request's output listener on its loop thread whenever it queues an
 // event. When no write is in flight the listener takes up to kMaxEventsPerResponse queued events
 // (RequestHandle::TryNext), coalesces them into one response and starts its write; otherwise it only
 // notes that output is pending, and OnWriteDone (a gRPC thread) continues. One write in flight at a
-// time: a client that stops reading stops the draining, its output channel fills and the scheduler
+// time: a client that stops reading stops the draining, its output channel fills and the engine loop
 // stops decoding for it (backpressure) until its write timeout, when the engine cancels the request
 // (final event kCancelled with a DEADLINE_EXCEEDED error). A write still stuck when output arrives
 // after the write timeout has passed gets the call cancelled (TryCancel), so nothing is held. A
 // cancelled call (client gone, deadline) aborts the request in OnCancel. The final response (its
-// Completion reads Engine::Stats) is never built on the scheduler thread: a final event found there is
+// Completion reads Engine::Stats) is never built on the engine loop thread: a final event found there is
 // handed to a gRPC thread (a callback Alarm) first.
 #pragma once
 
@@ -71,15 +71,15 @@ class GenerateStream final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   // What Collect found in the output channel.
   enum class Batch { kEmpty, kEvents, kFinal, kFailed };
 
-  // The engine's output listener (scheduler thread).
+  // The engine's output listener (engine loop thread).
   void OnOutput();
-  // Drains, writes or finishes; the caller holds the write claim (claimed_). `on_scheduler`: called by
+  // Drains, writes or finishes; the caller holds the write claim (claimed_). `on_loop`: called by
   // the engine's listener, so the final response is left to a gRPC thread (WriteFinal via hop_).
-  void Flush(bool on_scheduler);
+  void Flush(bool on_loop);
   // Moves up to kMaxEventsPerResponse queued events into response_ (the final one also into
   // final_event_, and failure_ for kFailed).
   Batch Collect();
-  // Completes response_ from final_event_ and writes it, finishing the call. Not the scheduler thread.
+  // Completes response_ from final_event_ and writes it, finishing the call. Not the engine loop thread.
   void WriteFinal();
   // Adds a token or text event to response_.
   void Append(const engine::OutputEvent& event);
@@ -103,7 +103,7 @@ class GenerateStream final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   engine::FinishReason finish_reason_ = engine::FinishReason::kCancelled;
   absl::Status failure_;
   std::optional<engine::OutputEvent> final_event_;
-  grpc::Alarm hop_;  // moves WriteFinal from the scheduler thread to a gRPC thread
+  grpc::Alarm hop_;  // moves WriteFinal from the engine loop thread to a gRPC thread
 
   std::mutex mu_;
   bool claimed_ = false;          // someone is building a response, or a write is in flight

@@ -273,7 +273,7 @@ void Connection::Submit(absl::StatusOr<CompletionRequest> parsed) {
   self_while_generating_ = shared_from_this();
   result.id = absl::StrCat("cmpl-", handle_->id());
   output_ = std::make_unique<CompletionOutput>(std::move(result), context_->tokenizer, logprobs, stream);
-  // The engine calls this on its scheduler thread: it must not block, and holds no strong reference
+  // The engine calls this on its loop thread: it must not block, and holds no strong reference
   // (the connection is never destroyed there).
   handle_->OnOutput([weak = weak_from_this(), strand = strand_] {
     asio::post(strand, [weak] {

@@ -61,7 +61,7 @@ struct McserveMetrics {
 };
 
 // The engine's LatencyObserver (EngineOptions::latency_observer) filling McserveMetrics' latency
-// histograms. Called on the scheduler thread; `metrics` must outlive it.
+// histograms. Called on the engine loop thread; `metrics` must outlive it.
 class MetricsLatencyObserver final : public engine::LatencyObserver {
  public:
   explicit MetricsLatencyObserver(McserveMetrics& metrics) : metrics_(metrics) {}

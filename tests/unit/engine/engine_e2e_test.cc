@@ -1,4 +1,4 @@
-// The Engine end to end on real fixtures (scheduler thread + RecurrentRunner + Model): concurrent
+// The Engine end to end on real fixtures (engine loop thread + RecurrentRunner + Model): concurrent
 // requests of mixed lengths give exactly the greedy tokens each gives alone; a 64-request mixed
 // workload (SSC with its pages on the host tier, prefix reuse, cancellations) runs to completion and
 // leaves no slot or page referenced.
@@ -154,7 +154,7 @@ TEST_P(EngineEndToEndTest, SixtyFourMixedRequestsFinishWithNothingLeaked) {
   EXPECT_EQ(stats.runner.referenced_pages, 0);
   EXPECT_GT(stats.runner.stagings, 0);
   EXPECT_GT(stats.runner.host_pages, 0);  // the prefix cache keeps some
-  s.engine->Shutdown();  // the scheduler thread is gone: the runner can be inspected
+  s.engine->Shutdown();  // the engine loop thread is gone: the runner can be inspected
   EXPECT_TRUE(s.runner->SanityCheck().ok()) << s.runner->SanityCheck();
 }
 

@@ -1,4 +1,4 @@
-// Helpers shared by the scheduler / engine tests: the test tokenizer, a fake-runner Engine
+// Helpers shared by the engine loop / engine tests: the test tokenizer, a fake-runner Engine
 // (fake_model_runner.h), request specs and a stream collector. Test thread only.
 #pragma once
 

@@ -1,8 +1,8 @@
-// FakeModelRunner: a deterministic ModelRunner for scheduler tests. Each slot's logits depend only
+// FakeModelRunner: a deterministic ModelRunner for engine tests. Each slot's logits depend only
 // on the tokens that slot has run (a hash of the history picks the arg-max token, every other logit
 // is lower), so a sequence's output does not depend on what else shares its batches. Every Step's
 // batch is recorded; Begin's results (cached prefix, RESOURCE_EXHAUSTED a number of times) and Step
-// failures are configurable. Thread-safe (one mutex) so tests may inspect it while the scheduler runs.
+// failures are configurable. Thread-safe (one mutex) so tests may inspect it while the engine loop runs.
 #pragma once
 
 #include <algorithm>
@@ -83,7 +83,7 @@ class FakeModelRunner : public ModelRunner {
 
   absl::StatusOr<StepOutput> Step(std::span<const SequenceChunk> batch) override {
     {
-      // The gate: a test can hold the scheduler inside a chosen step.
+      // The gate: a test can hold the engine loop inside a chosen step.
       std::unique_lock<std::mutex> gate(gate_mu_);
       if (pause_at_ >= 0 && step_count_ >= pause_at_) {
         blocked_ = true;
@@ -112,7 +112,7 @@ class FakeModelRunner : public ModelRunner {
       for (int32_t t : s.tokens) {
         if (poison_token_ >= 0 && t == poison_token_) {
           ++failed_steps_;
-          // A failed step leaves the state undefined; the scheduler must end these sequences.
+          // A failed step leaves the state undefined; the engine loop must end these sequences.
           return absl::InternalError("fake: poisoned token in batch");
         }
       }
@@ -170,7 +170,7 @@ class FakeModelRunner : public ModelRunner {
     return row;
   }
 
-  // Configuration (call before or while the scheduler runs).
+  // Configuration (call before or while the engine loop runs).
   void SetExhausted(int times) {
     std::lock_guard<std::mutex> lock(mu_);
     exhausted_left_ = times;
@@ -189,7 +189,7 @@ class FakeModelRunner : public ModelRunner {
     std::lock_guard<std::mutex> gate(gate_mu_);
     pause_at_ = n;
   }
-  // Waits (up to a generous bound) until the scheduler is blocked at the pause; false on timeout.
+  // Waits (up to a generous bound) until the engine loop is blocked at the pause; false on timeout.
   bool WaitBlocked() {
     std::unique_lock<std::mutex> gate(gate_mu_);
     return gate_cv_.wait_for(gate, std::chrono::seconds(60), [this] { return blocked_; });

@@ -1,4 +1,4 @@
-// The scheduler's latency reports (LatencyObserver): one first-token report per request that
+// The engine loop's latency reports (LatencyObserver): one first-token report per request that
 // generated, one inter-token report per later token, one finish per request (cancelled included),
 // and per request TTFT + the ITLs fit inside its end-to-end latency. Never asserts a duration.
 #include "engine/serving/latency_observer.h"
@@ -13,9 +13,9 @@
 namespace mcserve::engine {
 namespace {
 
-using namespace testing;  // NOLINT: the scheduler test helpers
+using namespace testing;  // NOLINT: the engine loop test helpers
 
-// Records every report (the scheduler thread writes, the test thread reads after WaitIdle).
+// Records every report (the engine loop thread writes, the test thread reads after WaitIdle).
 class RecordingObserver final : public LatencyObserver {
  public:
   void OnFirstToken(double seconds) override { Add(first, seconds); }

@@ -1,5 +1,5 @@
 // OutputChannel: bounded token events, the final event always fits, OUT_OF_RANGE after it,
-// cancellation, and the scheduler wake-up when a consumer frees room or cancels.
+// cancellation, and the engine loop wake-up when a consumer frees room or cancels.
 #include "engine/serving/output_channel.h"
 
 #include <atomic>
@@ -16,7 +16,7 @@ namespace {
 constexpr absl::Duration kTimeout = absl::Seconds(60);
 
 TEST(OutputChannelTest, BoundedFinalAlwaysFitsThenOutOfRange) {
-  auto waker = std::make_shared<SchedulerWaker>();
+  auto waker = std::make_shared<LoopWaker>();
   OutputChannel ch(2, waker);
   EXPECT_EQ(ch.Next(absl::Milliseconds(1)).status().code(), absl::StatusCode::kDeadlineExceeded);
   OutputEvent e;
@@ -43,7 +43,7 @@ TEST(OutputChannelTest, BoundedFinalAlwaysFitsThenOutOfRange) {
 }
 
 TEST(OutputChannelTest, NextWakesOnPushFromAnotherThread) {
-  OutputChannel ch(4, std::make_shared<SchedulerWaker>());
+  OutputChannel ch(4, std::make_shared<LoopWaker>());
   std::thread producer([&] {
     OutputEvent e;
     e.token_id = 42;
@@ -55,9 +55,9 @@ TEST(OutputChannelTest, NextWakesOnPushFromAnotherThread) {
   EXPECT_EQ(got->token_id, 42);
 }
 
-// Popping from a full channel and cancelling wake the scheduler; popping with room to spare doesn't.
-TEST(OutputChannelTest, ConsumerWakesTheSchedulerWhenItFreesRoomOrCancels) {
-  auto waker = std::make_shared<SchedulerWaker>();
+// Popping from a full channel and cancelling wake the engine loop; popping with room to spare doesn't.
+TEST(OutputChannelTest, ConsumerWakesTheEngineLoopWhenItFreesRoomOrCancels) {
+  auto waker = std::make_shared<LoopWaker>();
   OutputChannel ch(2, waker);
   OutputEvent e;
   e.token_id = 3;
@@ -66,7 +66,7 @@ TEST(OutputChannelTest, ConsumerWakesTheSchedulerWhenItFreesRoomOrCancels) {
   EXPECT_FALSE(waker->Wait(absl::ZeroDuration()));
   ASSERT_TRUE(ch.Push(e));
   ASSERT_TRUE(ch.Push(e));
-  ASSERT_TRUE(ch.Next(kTimeout).ok());  // was full: the scheduler may schedule it again
+  ASSERT_TRUE(ch.Next(kTimeout).ok());  // was full: the engine loop may schedule it again
   EXPECT_TRUE(waker->Wait(absl::ZeroDuration()));
   EXPECT_FALSE(waker->Wait(absl::ZeroDuration()));  // consumed
   ch.Cancel();
@@ -80,7 +80,7 @@ TEST(OutputChannelTest, ConsumerWakesTheSchedulerWhenItFreesRoomOrCancels) {
 
 // TryNext never blocks: nullopt while empty, events in order, and nothing after the final one.
 TEST(OutputChannelTest, TryNextIsNonBlocking) {
-  auto waker = std::make_shared<SchedulerWaker>();
+  auto waker = std::make_shared<LoopWaker>();
   OutputChannel ch(1, waker);
   EXPECT_FALSE(ch.TryNext().has_value());
   OutputEvent e;
@@ -90,7 +90,7 @@ TEST(OutputChannelTest, TryNextIsNonBlocking) {
   std::optional<OutputEvent> got = ch.TryNext();
   ASSERT_TRUE(got.has_value());
   EXPECT_EQ(got->token_id, 7);
-  EXPECT_TRUE(waker->Wait(absl::ZeroDuration())) << "taking from a full channel wakes the scheduler";
+  EXPECT_TRUE(waker->Wait(absl::ZeroDuration())) << "taking from a full channel wakes the engine loop";
   OutputEvent fin;
   fin.finish = FinishReason::kStop;
   ch.Finish(fin);
@@ -101,7 +101,7 @@ TEST(OutputChannelTest, TryNextIsNonBlocking) {
 // The listener runs on every Push and Finish, once at once for events already queued, and never
 // after it was removed.
 TEST(OutputChannelTest, ListenerIsCalledOnEveryEventUntilRemoved) {
-  OutputChannel ch(8, std::make_shared<SchedulerWaker>());
+  OutputChannel ch(8, std::make_shared<LoopWaker>());
   OutputEvent e;
   e.token_id = 1;
   ASSERT_TRUE(ch.Push(e));
@@ -129,7 +129,7 @@ TEST(OutputChannelTest, ListenerIsCalledOnEveryEventUntilRemoved) {
 // SetListener(nullptr) waits for a running call of the old listener, so what it captured may be
 // freed right after.
 TEST(OutputChannelTest, RemovingTheListenerWaitsForARunningCall) {
-  OutputChannel ch(8, std::make_shared<SchedulerWaker>());
+  OutputChannel ch(8, std::make_shared<LoopWaker>());
   std::atomic<bool> inside{false}, release{false}, finished{false};
   ch.SetListener([&] {
     inside = true;

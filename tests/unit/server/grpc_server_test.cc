@@ -151,7 +151,7 @@ TEST_F(GrpcServerTest, GenerateStreamsTheIdThenTokensThenOneCompletion) {
   EXPECT_EQ(done.prompt_tokens(), prompt->size());
   EXPECT_GT(done.e2e_seconds(), 0);
   EXPECT_GE(done.e2e_seconds(), done.time_to_first_token_seconds());
-  EXPECT_TRUE(done.has_checkpoints());  // Engine::Stats, read off the scheduler thread
+  EXPECT_TRUE(done.has_checkpoints());  // Engine::Stats, read off the engine loop thread
   // The same request again (greedy): the same tokens and text.
   std::vector<v1::GenerateResponse> again;
   ASSERT_TRUE(GenerateAll(Request(text, 8), &again).ok());
