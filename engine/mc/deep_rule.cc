@@ -13,8 +13,6 @@ using kernels::Tensor;
 
 absl::Status DeepRule::Run(const Context& ctx, std::span<const int32_t> rows, const kernels::BatchLayout& layout,
                            std::span<const int64_t> first_positions, LayerState& state, Tensor* out) const {
-  std::vector<Tensor> keep;  // the selected rows of this pass's inputs, stable below
-  keep.reserve(6);
   // Inner chunks run every b tokens from where the memory started, restarting at each constant segment.
   std::vector<int32_t> offsets(first_positions.size());
   for (size_t i = 0; i < offsets.size(); ++i) {
@@ -30,12 +28,9 @@ absl::Status DeepRule::Run(const Context& ctx, std::span<const int32_t> rows, co
   a.ln_eps = w_.ln_eps;
   a.ln_weight = w_.ln_weight ? &*w_.ln_weight : nullptr;
   a.ln_bias = w_.ln_bias ? &*w_.ln_bias : nullptr;
-  MCSERVE_ASSIGN_OR_RETURN(a.q, SelectRows(ctx, args_.q, rows, keep));
-  MCSERVE_ASSIGN_OR_RETURN(a.k, SelectRows(ctx, args_.k, rows, keep));
-  MCSERVE_ASSIGN_OR_RETURN(a.v, SelectRows(ctx, args_.v, rows, keep));
-  MCSERVE_ASSIGN_OR_RETURN(a.step, SelectRows(ctx, args_.step, rows, keep));
-  MCSERVE_ASSIGN_OR_RETURN(a.retention, SelectRows(ctx, args_.retention, rows, keep));
-  MCSERVE_ASSIGN_OR_RETURN(a.momentum_gate, SelectRows(ctx, args_.momentum_gate, rows, keep));
+  std::vector<Tensor> keep;  // the selected rows of this pass's inputs
+  MCSERVE_RETURN_IF_ERROR(
+      SelectRowsOf(ctx, rows, {&a.q, &a.k, &a.v, &a.step, &a.retention, &a.momentum_gate}, keep));
   a.inner_offset = &inner_offset;
   a.layout = layout;
   a.memory = &state.at("memory");

@@ -13,16 +13,10 @@ using kernels::Tensor;
 
 absl::Status LinearRule::Run(const Context& ctx, std::span<const int32_t> rows, const kernels::BatchLayout& layout,
                              std::span<const int64_t> /*first_positions*/, LayerState& state, Tensor* out) const {
-  std::vector<Tensor> keep;  // the selected rows of this pass's inputs, stable below
-  keep.reserve(7);
+  std::vector<Tensor> keep;  // the selected rows of this pass's inputs
   kernels::LinearMemoryArgs a = args_;
-  MCSERVE_ASSIGN_OR_RETURN(a.q, SelectRows(ctx, args_.q, rows, keep));
-  MCSERVE_ASSIGN_OR_RETURN(a.k, SelectRows(ctx, args_.k, rows, keep));
-  MCSERVE_ASSIGN_OR_RETURN(a.v, SelectRows(ctx, args_.v, rows, keep));
-  MCSERVE_ASSIGN_OR_RETURN(a.key_decay, SelectRows(ctx, args_.key_decay, rows, keep));
-  MCSERVE_ASSIGN_OR_RETURN(a.decay, SelectRows(ctx, args_.decay, rows, keep));
-  MCSERVE_ASSIGN_OR_RETURN(a.beta, SelectRows(ctx, args_.beta, rows, keep));
-  MCSERVE_ASSIGN_OR_RETURN(a.gamma, SelectRows(ctx, args_.gamma, rows, keep));
+  MCSERVE_RETURN_IF_ERROR(
+      SelectRowsOf(ctx, rows, {&a.q, &a.k, &a.v, &a.key_decay, &a.decay, &a.beta, &a.gamma}, keep));
   a.layout = layout;
   a.state = &state.at("memory");
   a.aux = aux_.empty() ? nullptr : &state.at(aux_);

@@ -23,6 +23,16 @@ absl::StatusOr<const Tensor*> SelectRows(const Context& ctx, const Tensor* t, st
   return &keep.back();
 }
 
+absl::Status SelectRowsOf(const Context& ctx, std::span<const int32_t> rows,
+                          std::initializer_list<const Tensor**> fields, std::vector<Tensor>& keep) {
+  keep.clear();
+  keep.reserve(fields.size());  // no reallocation below: the fields point into it
+  for (const Tensor** field : fields) {
+    MCSERVE_ASSIGN_OR_RETURN(*field, SelectRows(ctx, *field, rows, keep));
+  }
+  return absl::OkStatus();
+}
+
 std::vector<int32_t> RowRange(int64_t begin, int64_t end) {
   std::vector<int32_t> rows(static_cast<size_t>(end - begin));
   for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<int32_t>(begin + static_cast<int64_t>(i));

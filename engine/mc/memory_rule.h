@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <span>
 #include <vector>
 
@@ -67,6 +68,11 @@ class MemoryRule {
 // kept in `keep` (which must not reallocate while the result is in use); null for null.
 absl::StatusOr<const kernels::Tensor*> SelectRows(const kernels::Context& ctx, const kernels::Tensor* t,
                                                   std::span<const int32_t> rows, std::vector<kernels::Tensor>& keep);
+
+// Points every non-null *field (a per-row input [T, ...]) at its rows `rows` (SelectRows). `keep` is
+// cleared and holds the gathered copies; it must outlive the fields' use.
+absl::Status SelectRowsOf(const kernels::Context& ctx, std::span<const int32_t> rows,
+                          std::initializer_list<const kernels::Tensor**> fields, std::vector<kernels::Tensor>& keep);
 
 // Rows [begin, end).
 std::vector<int32_t> RowRange(int64_t begin, int64_t end);
