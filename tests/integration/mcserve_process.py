@@ -26,6 +26,7 @@ class McserveProcess:
         assert m, (line, self.proc.stderr.read().decode() if self.proc.poll() is not None else "")
         self.grpc_address = f"{m.group(1)}:{m.group(2)}"
         self.http_addr = (m.group(3), int(m.group(4)))
+        self.url = f"http://{m.group(3)}:{m.group(4)}"
 
     def status_field(self, name):
         """An integer field of /proc/<pid>/status (e.g. "Threads", "VmRSS" in kB)."""

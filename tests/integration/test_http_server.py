@@ -13,22 +13,15 @@ SERVER = os.environ.get("MCSERVE_SERVER")
 if not SERVER:
     pytest.skip("MCSERVE_SERVER not set (run: ctest -R mcserve_http_integration)", allow_module_level=True)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-FIXTURE = os.path.join(ROOT, "tests", "data", "models", "gated_deltanet")
+from mcserve_process import McserveProcess  # noqa: E402
 
 
-class Server:
+class Server(McserveProcess):
     def __init__(self, *args):
-        self.proc = subprocess.Popen([SERVER, "--model", FIXTURE, "--host", "127.0.0.1", "--grpc-port", "0",
-                                      "--http-port", "0", "--max-slots", "4", *args],
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        line = self.proc.stdout.readline().strip()
-        assert line.startswith("mcserve listening grpc="), (line, self.proc.stderr.read())
-        self.url = "http://" + line.split("http=")[1]
+        super().__init__(SERVER, "--max-slots", "4", *args)
 
     def stop(self):
-        self.proc.terminate()
-        assert self.proc.wait(timeout=30) == 0
+        assert super().stop() == 0
 
 
 @pytest.fixture(scope="module")

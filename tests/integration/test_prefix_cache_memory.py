@@ -6,7 +6,6 @@ Run by CTest (`mcserve_prefix_cache_integration`), which sets $MCSERVE_SERVER.""
 import json
 import os
 import re
-import subprocess
 import urllib.request
 
 import pytest
@@ -15,18 +14,12 @@ SERVER = os.environ.get("MCSERVE_SERVER")
 if not SERVER:
     pytest.skip("MCSERVE_SERVER not set (run: ctest -R mcserve_prefix_cache_integration)", allow_module_level=True)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-FIXTURE = os.path.join(ROOT, "tests", "data", "models", "gated_deltanet")
+from mcserve_process import McserveProcess  # noqa: E402
 
 
-class Server:
+class Server(McserveProcess):
     def __init__(self, *args):
-        self.proc = subprocess.Popen([SERVER, "--model", FIXTURE, "--host", "127.0.0.1", "--grpc-port", "0",
-                                      "--http-port", "0", "--threads", "1", "--max-slots", "2", *args],
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        line = self.proc.stdout.readline().strip()
-        assert line.startswith("mcserve listening grpc="), (line, self.proc.stderr.read())
-        self.url = "http://" + line.split("http=")[1]
+        super().__init__(SERVER, "--max-slots", "2", *args)
 
     def complete(self, prompt_ids):
         body = json.dumps({"prompt": prompt_ids, "max_tokens": 1}).encode()
@@ -42,8 +35,7 @@ class Server:
         return float(m.group(1))
 
     def stop(self):
-        self.proc.terminate()
-        assert self.proc.wait(timeout=30) == 0
+        assert super().stop() == 0
 
 
 def long_prompt(n, salt):
