@@ -608,6 +608,9 @@ class CausalLM:
     def from_dir(cls, d, dtype=torch.float32, strict=True):
         with open(os.path.join(d, "config.json")) as f:
             cfg = json.load(f)
+        if cfg.get("model_type") == "hope":      # HOPE has its own model class (hope.py)
+            from .hope import HopeLM
+            return HopeLM(cfg, load_model_dir(d), dtype=dtype, strict=strict)
         return cls(cfg, load_model_dir(d), dtype=dtype, strict=strict)
 
     # ---------------------------------------------------------------- API
