@@ -266,3 +266,43 @@ def test_random_model_end_to_end_deterministic(tmp_path):
     assert g == m.greedy(IDS[:10], 12) and len(g) == 12
     m32 = HopeLM(cfg, W, dtype=torch.float32)
     close(m32.forward(IDS).double(), a, 1e-4)
+
+
+@pytest.mark.parametrize("after", [False, True])
+@pytest.mark.parametrize("o", [8, 1])
+def test_parallel_piece_equals_the_scan(after, o):
+    """hope_chunk.parallel_piece (UT transform + decayed sums) == the token-by-token update."""
+    from mcserve_ref.hope_chunk import parallel_piece
+    g = torch.Generator().manual_seed(4)
+    H, d, E, n = 2, 8, 12, 9
+    mem = HopeMemory(d, o, "silu", 2.0, "retention")
+    W0 = {"W1": torch.randn(H, o, E, generator=g, dtype=D), "W2": torch.randn(H, E, d, generator=g, dtype=D) / 3}
+    k = torch.nn.functional.normalize(torch.randn(n, H, d, generator=g, dtype=D), dim=-1)
+    q = torch.nn.functional.normalize(torch.randn(n, H, d, generator=g, dtype=D), dim=-1)
+    v = torch.randn(n, H, d, generator=g, dtype=D)
+    alpha = torch.sigmoid(torch.randn(n, H, generator=g, dtype=D) + 1)
+    eta = torch.sigmoid(torch.randn(n, H, generator=g, dtype=D))
+    fac = mem.factors(W0, k, mem.forward(W0, v))
+    Wp, yp = parallel_piece(mem, W0, fac, k, alpha, eta, q, after)
+    W, ys = dict(W0), []
+    for t in range(n):
+        if not after:
+            ys.append(mem.forward(W, q[t]))
+        W = mem.update(W, tuple(x[t] for x in fac), k[t], alpha[t], eta[t])
+        if after:
+            ys.append(mem.forward(W, q[t]))
+    close(Wp["W1"], W["W1"], 1e-12)
+    close(Wp["W2"], W["W2"], 1e-12)
+    close(yp, torch.stack(ys, 0), 1e-12)
+
+
+def test_chunk_form_uses_the_parallel_solution(monkeypatch):
+    from mcserve_ref import hope_titans
+    calls = []
+    orig = hope_titans.parallel_piece
+    monkeypatch.setattr(hope_titans, "parallel_piece", lambda *a, **k: calls.append(1) or orig(*a, **k))
+    model().forward(IDS, form="chunk")
+    assert calls
+    calls.clear()
+    model().forward(IDS, form="token")
+    assert not calls

@@ -26,6 +26,7 @@ token's own path (u_t -> q_t -> y_t, gate, residual) carries gradient.
 import torch
 
 from . import ops
+from .hope_chunk import parallel_piece
 from .hope_memory import HopeMemory
 
 PRODUCERS = ("k", "v", "eta", "alpha")
@@ -33,6 +34,8 @@ PRODUCERS = ("k", "v", "eta", "alpha")
 
 class SelfModTitans:
     """Weights of one layer's mixer (prefix p = "model.layers.{i}.attn.") and its two forms."""
+
+    parallel = True      # run_chunks solves the piece's recurrence in closed form where it can (hope_chunk.py)
 
     def __init__(self, cfg, W, p):
         self.cfg = cfg
@@ -148,7 +151,9 @@ class SelfModTitans:
         fd = {k: (None if v is None else v.detach()) for k, v in f.items()}
         fac = self.all_factors(fd, st)
         mem = self.mems["mem"]
-        if self.cfg["readout_mode"] == "A":
+        if self.parallel and u.shape[0] > 1 and self.cfg["momentum"] == "none" and self.cfg["w1_rule"] == "retention":
+            y = self._parallel(st, fac, fd, f["q"])
+        elif self.cfg["readout_mode"] == "A":
             y = mem.forward(st["anch"]["mem"], f["q"])
             for i in range(u.shape[0]):
                 self.write(st, fac, fd, i)
@@ -164,6 +169,18 @@ class SelfModTitans:
             y = torch.stack(ys, 0)
         st["t"] += u.shape[0]
         return self.output(u, y)
+
+    def _parallel(self, st, fac, fd, q):
+        """The piece's recurrences in closed form (hope_chunk.py): end states of every memory and the
+        mode-R read-outs of mem from the UT transform; mode A reads the anchor.  Returns y [n, H, d]."""
+        y = None
+        for n in self.names:
+            read = q if (n == "mem" and self.cfg["readout_mode"] == "R") else None
+            st["run"][n], yn = parallel_piece(self.mems[n], st["run"][n], fac[n], fd["k"], fd["alpha"], fd["eta"],
+                                              read, self.cfg["read_index"] == "after_write")
+            if read is not None:
+                y = yn
+        return y if y is not None else self.mems["mem"].forward(st["anch"]["mem"], q)
 
     # ------------------------------------------------------------------ the two forms
     def step_token(self, u, st):
