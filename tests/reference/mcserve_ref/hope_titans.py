@@ -17,8 +17,9 @@ Two forms, equal by construction of the maths (test_hope.py checks it):
   `step_token`   §3.2: one token at a time, every quantity from the current state.
   `run_chunks`   §3.6: the call is cut at every anchor refresh; inside a piece all producers, convs,
                  gates, v_hat and gradient factors are computed for the whole piece at once from the
-                 frozen anchors; only the linear recurrence of the running weights (and mode-R reads)
-                 is a loop over the piece.
+                 frozen anchors; the linear recurrence of the running weights and the mode-R reads
+                 are then solved in closed form (hope_chunk.py: UT transform) — or, with momentum or
+                 w1_rule dgd_hidden, by a loop over the piece.
 Gradients (adaptive CMS, A13): the fast-weight state and the conv history are stop-gradient; only the
 token's own path (u_t -> q_t -> y_t, gate, residual) carries gradient.
 """
