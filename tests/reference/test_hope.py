@@ -306,3 +306,63 @@ def test_chunk_form_uses_the_parallel_solution(monkeypatch):
     calls.clear()
     model().forward(IDS, form="token")
     assert not calls
+
+
+def naive_layer(mx, u, Co, Cm):
+    """An independent, literal §3.2/§3.6 oracle for one mixer with the default options: per head
+    loops, explicit transition matrices, inner gradients by autograd.  u [T, D] -> o [T, D]."""
+    H, d = mx.H, mx.d
+    silu = lambda z: z * torch.sigmoid(z)  # noqa: E731
+
+    def M(W1, W2, x):
+        return (x if W1.shape[0] == d else 0.0) + W1 @ silu(W2 @ x)
+
+    run = {n: [(mx.init[n]["W1"][h].clone(), mx.init[n]["W2"][h].clone()) for h in range(H)] for n in mx.names}
+    anch = {}
+    hist = {c: [] for c in "qkv"}
+    K = mx.convs["q"].shape[1]
+
+    def conv(c, z):
+        hist[c].append(z)
+        return silu(sum(mx.convs[c][:, K - 1 - j] * hist[c][-1 - j] for j in range(min(K, len(hist[c])))))
+
+    outs = []
+    for t in range(1, u.shape[0] + 1):
+        for n in mx.names:
+            if (t - 1) % (Cm if n == "mem" else Co) == 0:
+                anch[n] = [(a.clone(), b.clone()) for a, b in run[n]]
+        x = u[t - 1].view(H, d)
+        pre = {n: torch.stack([M(*anch[n][h], x[h]) for h in range(H)]) for n in ("k", "v", "eta", "alpha")}
+        qt = conv("q", u[t - 1] @ mx.wq.T).view(H, d)
+        kt = conv("k", pre["k"].reshape(-1)).view(H, d)
+        vt = conv("v", pre["v"].reshape(-1)).view(H, d)
+        q = qt / torch.sqrt((qt * qt).sum(-1, keepdim=True) + 1e-6)
+        k = kt / torch.sqrt((kt * kt).sum(-1, keepdim=True) + 1e-6)
+        alpha = torch.sigmoid(pre["alpha"][:, 0])
+        eta = torch.minimum(torch.sigmoid(pre["eta"][:, 0]), 1 + alpha)
+        y = torch.stack([M(*run["mem"][h], q[h]) for h in range(H)])
+        for n in mx.names:
+            for h in range(H):
+                A1, A2 = anch[n][h]
+                vhat = M(A1, A2, vt[h]).detach()
+                a1, a2 = A1.clone().requires_grad_(True), A2.clone().requires_grad_(True)
+                with torch.enable_grad():
+                    G1, G2 = torch.autograd.grad(((M(a1, a2, k[h]) - vhat) ** 2).sum(), (a1, a2))
+                W1, W2 = run[n][h]
+                P = alpha[h] * torch.eye(d, dtype=u.dtype) - eta[h] * torch.outer(k[h], k[h])
+                run[n][h] = (alpha[h] * W1 - eta[h] * G1, W2 @ P - eta[h] * G2)
+        yn = y * torch.rsqrt((y * y).mean(-1, keepdim=True) + mx.eps) * mx.onorm
+        g = (u[t - 1] @ mx.wg.T).view(H, d)
+        outs.append((yn * silu(g)).reshape(-1) @ mx.wo.T)
+    return torch.stack(outs)
+
+
+@pytest.mark.parametrize("co,cm", [(1, 1), (4, 3), (2, 5)])
+def test_mixer_matches_the_naive_oracle(co, cm):
+    m = model(chunk_size_other=co, chunk_size_mem=cm)
+    mx = m.layers[0]["attn"]
+    u = torch.randn(11, 16, generator=torch.Generator().manual_seed(8), dtype=D)
+    ref = naive_layer(mx, u, co, cm)
+    close(mx.run_chunks(u, mx.new_state()), ref, 1e-11)
+    s = mx.new_state()
+    close(torch.stack([mx.step_token(u[i], s) for i in range(11)]), ref, 1e-11)
