@@ -366,3 +366,17 @@ def test_mixer_matches_the_naive_oracle(co, cm):
     close(mx.run_chunks(u, mx.new_state()), ref, 1e-11)
     s = mx.new_state()
     close(torch.stack([mx.step_token(u[i], s) for i in range(11)]), ref, 1e-11)
+
+
+@pytest.mark.parametrize("p", [4, 12, 7])
+def test_state_snapshot_round_trip(p):
+    """A copy of the state after p tokens, continued elsewhere, equals the uninterrupted run
+    (specs §11.4/11.5; p = 12 = lcm(C_o, C_mem) is the aligned case, 7 a misaligned one)."""
+    import copy
+    m = model()
+    full = m.forward(IDS)
+    s = m.new_state()
+    m.step(IDS[:p], s)
+    snap = copy.deepcopy(s)
+    close(m.step(IDS[p:], snap), full[p:], 1e-13)
+    close(m.step(IDS[p:], s), full[p:], 1e-13)
