@@ -380,3 +380,37 @@ def test_state_snapshot_round_trip(p):
     snap = copy.deepcopy(s)
     close(m.step(IDS[p:], snap), full[p:], 1e-13)
     close(m.step(IDS[p:], s), full[p:], 1e-13)
+
+
+@pytest.mark.parametrize("form", ["chunk", "token"])
+def test_adaptive_update_equals_replayed_gradient(form):
+    """The first update of every period-5 level equals theta - lr sum_{t=1..5} grad L_t where each L_t
+    is replayed alone from a frozen copy of the state before token t (so fast weights and conv
+    history are constants by construction)."""
+    import copy
+    m = model(adaptive=True)
+    s = m.new_state()
+    snaps = []
+    for t in range(5):
+        s["pending"] = None
+        snaps.append(copy.deepcopy({k: v for k, v in s.items() if k != "cms"}))
+        m.step([IDS[t]], s, learn=False)
+    s = m.new_state()
+    m.step(IDS[:6], s, form=form)
+    for li, L in enumerate(m.layers):
+        lv = L["cms"].levels[0]
+        assert lv["chunk_size"] == 5
+        th0 = {k: v.clone().requires_grad_(True) for k, v in lv["theta"].items()}
+        G = {k: torch.zeros_like(v) for k, v in th0.items()}
+        for t in range(5):
+            rs = copy.deepcopy(snaps[t])
+            rs["cms"] = [c.new_state() for c in (X["cms"] for X in m.layers)]
+            rs["cms"][li][0]["theta"] = th0
+            with torch.enable_grad():
+                logit = m._layers([IDS[t]], rs, "token")[0]
+                loss = -torch.log_softmax(logit, -1)[IDS[t + 1]]
+                gs = torch.autograd.grad(loss, list(th0.values()))
+            for k, g in zip(th0, gs):
+                G[k] = G[k] + g
+        for k in th0:
+            close(s["cms"][li][0]["theta"][k].detach(), lv["theta"][k] - lv["lr"] * G[k], 1e-11)
