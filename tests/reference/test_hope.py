@@ -414,3 +414,21 @@ def test_adaptive_update_equals_replayed_gradient(form):
                 G[k] = G[k] + g
         for k in th0:
             close(s["cms"][li][0]["theta"][k].detach(), lv["theta"][k] - lv["lr"] * G[k], 1e-11)
+
+
+def test_long_stream_stays_bounded():
+    """specs §11.8 in small: 300 tokens, fast weights stay finite and bounded, logits finite."""
+    m = model()
+    ids = [int(i) for i in torch.randint(3, 40, (300,), generator=torch.Generator().manual_seed(6))]
+    s = m.new_state()
+    logits = m.step(ids, s)
+    assert torch.isfinite(logits).all()
+    for ms in s["mix"]:
+        for w in ms["run"].values():
+            assert torch.isfinite(w["W1"]).all() and w["W2"].abs().max() < 1e3
+
+
+def test_learn_flags_must_match_tokens():
+    m = model(adaptive=True)
+    with pytest.raises(ValueError, match="learn"):
+        m.step(IDS[:3], m.new_state(), learn=[True, False])

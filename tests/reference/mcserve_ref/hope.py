@@ -148,6 +148,8 @@ class HopeLM:
         if form not in ("chunk", "token"):
             raise ValueError("form must be 'chunk' or 'token', got %r" % form)
         learn = [bool(learn)] * len(ids) if isinstance(learn, bool) else [bool(x) for x in learn]
+        if len(learn) != len(ids):
+            raise ValueError("learn has %d flags for %d tokens" % (len(learn), len(ids)))
         if not self.adaptive:
             with torch.no_grad():
                 return self._layers(ids, state, form)
