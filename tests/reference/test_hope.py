@@ -1,4 +1,4 @@
-"""HOPE reference (mcserve_ref/hope*.py; docs/hope-format.md; specs/hope.md).  float64 throughout.
+"""HOPE reference (mcserve_ref/hope*.py; docs/model-format.md (hope); specs/hope.md).  float64 throughout.
 
 Checks: per-token form == chunk-wise form; any split into calls (prefill + decode) == one prefill;
 adaptive CMS trains only at its boundaries and only on user-provided tokens; bad configs are rejected

@@ -1,4 +1,4 @@
-"""HOPE causal LM (specs/hope.md §2; docs/hope-format.md): embeddings, N blocks of
+"""HOPE causal LM (specs/hope.md §2; docs/model-format.md (hope)): embeddings, N blocks of
     u = RMSNorm(x);  h = x + SelfModTitans(u);  x' = CMS(h)
 then final RMSNorm and lm_head (tied to the embeddings when tie_word_embeddings).
 

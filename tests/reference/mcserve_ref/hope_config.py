@@ -1,4 +1,4 @@
-"""Config of the `hope` family (docs/hope-format.md; specs/hope.md §10 A1–A25).
+"""Config of the `hope` family (docs/model-format.md (hope); specs/hope.md §10 A1–A25).
 
 `resolve_hope_config(cfg)` returns a new dict with every field filled (an absent or `null` key takes
 the default, which is the spec's recommended resolution) and checked.  An unknown value, or one the
