@@ -82,7 +82,10 @@ int main(int argc, char** argv) {
     if (!step()) return 1;
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("{\"engine\": \"mcserve\", \"batch\": %d, \"steps\": %d, \"seconds\": %.4f, \"tokens_per_s\": %.1f}\n",
-              args.batch, args.steps, seconds, args.batch * args.steps / seconds);
+  std::printf(
+      "{\"engine\": \"mcserve\", \"batch\": %d, \"steps\": %d, \"seconds\": %.4f, \"tokens_per_s\": %.1f, "
+      "\"state_bytes_per_request\": %lld}\n",
+      args.batch, args.steps, seconds, args.batch * args.steps / seconds,
+      static_cast<long long>(pool->bytes_per_slot()));
   return 0;
 }
