@@ -34,6 +34,7 @@ sys.path.insert(0, HERE)
 
 from mcserve_ref.model import CausalLM  # noqa: E402
 from mcserve_ref import safetensors_io as st  # noqa: E402
+from mcserve_ref.lattice import orthonormal_rows, param_specs as lattice_param_specs  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(HERE))
 DATA = os.path.join(REPO, "tests", "data")
@@ -150,6 +151,11 @@ FIXTURES = {
                                                         init_mode="checkpoint", gate="u_proj")), {}),
 }
 
+# Lattice (docs/model-format.md `lattice`): DEC with every A.9 field at its default, m = 8 slots < d = 16
+ARCH["lattice"] = "LatticeForCausalLM"
+FIXTURES["lattice"] = (cfg("lattice", head_dim=16, num_slots=8, lattice_variant="dec", qk_projection="shared",
+                           use_short_conv=True, conv_size=4, use_forget_gate=True, use_gate=True), {})
+
 
 # ------------------------------------------------------------------------------- MC variants
 
@@ -230,7 +236,9 @@ def param_specs(c):
         p = "model.layers.%d." % i
         a = p + "attn."
         specs.append((p + "attn_norm.weight", (H,), "norm"))
-        if mt in ("linear_attn", "gla"):
+        if mt == "lattice":
+            specs += lattice_param_specs(r, a)
+        elif mt in ("linear_attn", "gla"):
             nh = r["num_heads"]
             g = nh // (r["num_kv_heads"] or nh)
             kd, vd = int(H * r["expand_k"]), int(H * r["expand_v"])
@@ -354,6 +362,8 @@ def init_params(specs, rng, opts):
             a = np.log(rng.uniform(0.5, 4.0, shape))
         elif kind == "dt_bias":
             a = rng.uniform(-2.0, 0.5, shape)
+        elif kind == "orthonormal":   # lattice s0: orthonormal slots per head
+            a = orthonormal_rows(rng.normal(0.0, 1.0, shape))
         else:
             raise ValueError(kind)
         out[name] = np.asarray(a, dtype=np.float32).reshape(shape)
