@@ -79,6 +79,9 @@ class LatticeMixer : public Mixer {
     mw.analytic_renorm = c.lattice.analytic_renorm;
     mw.normalized_readout = c.lattice.normalized_readout;
     MCSERVE_ASSIGN_OR_RETURN(mw.initial, InitialSlots(c, w, attn));
+    if (c.memory_caching && c.lattice.normalized_readout) {
+      return absl::UnimplementedError("lattice: memory_caching with \"readout\": \"normalized\" is not supported");
+    }
     MCSERVE_ASSIGN_OR_RETURN(mx->memory_, MemoryStage::Bind(c, w, layer,
                                                             {.q_heads = heads, .k_heads = heads,
                                                              .state_heads = heads, .dk = m, .dv = d},

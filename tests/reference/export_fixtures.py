@@ -218,8 +218,28 @@ def deep_mc_variants(base):
     return out
 
 
+# Lattice: Memory Caching on its slot matrix (a page is M [H, m, d], read as Mᵀq; independent segments
+# restart at S_0). A small set (each variant file is 45 KB).
+LATTICE_MC_BASES = ("lattice",)
+ALL_MC_BASES = ALL_MC_BASES + LATTICE_MC_BASES
+
+
+def lattice_mc_variants():
+    """[(name, memory_caching object)], the golden variants of the lattice base."""
+    return [("residual_independent_c4", mc_object("residual", "independent")),
+            ("grm_independent_c4", mc_object("grm", "independent")),
+            ("grm_checkpoint_c4", mc_object("grm", "checkpoint")),
+            ("soup_checkpoint_c4", mc_object("soup", "checkpoint")),
+            ("ssc_independent_c4", mc_object("ssc", "independent")),
+            ("mean_average_checkpoint_c4", mc_object("mean", "checkpoint", mean_combine="average")),
+            ("grm_independent_log", mc_object("grm", "independent", "logarithmic"))]
+
+
 def mc_variants_for(base):
-    """The golden variants of any MC base: mc_variants() for the linear bases, deep_mc_variants(base) else."""
+    """The golden variants of any MC base: mc_variants() for the linear bases, deep_mc_variants(base) for
+    the deep ones, lattice_mc_variants() for lattice."""
+    if base in LATTICE_MC_BASES:
+        return lattice_mc_variants()
     return deep_mc_variants(base) if base in DEEP_MC_BASES else mc_variants()
 
 

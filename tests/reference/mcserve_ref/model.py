@@ -608,7 +608,12 @@ class CausalLM:
             from . import mc_deep
             attn.mc = mc_deep.DeepMemoryCaching(self.mc_cfg, attn.rule, Hq, w_u)
             return
-        rule = mc_mod.MemoryRule(mt, Hs, K, V, self.dtype)
+        lat = None
+        if mt == "lattice":
+            if attn.readout != "state":
+                raise NotImplementedError("memory caching with lattice readout: normalized")
+            lat = dict(s0=attn.s0, variant=attn.variant, renorm=attn.renorm, readout=attn.readout)
+        rule = mc_mod.MemoryRule(mt, Hs, K, V, self.dtype, lattice=lat)
         attn.mc = mc_mod.MemoryCaching(self.mc_cfg, rule, Hq, w_u)
 
     @classmethod
