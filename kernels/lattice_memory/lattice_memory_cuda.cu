@@ -61,7 +61,9 @@ __global__ void __launch_bounds__(kThreads) LatticeScan(LatticeParams p) {
     }
     for (int j = tid; j < d; j += nt) v_s[j] = p.v[th * d + j];
     __syncthreads();
-    for (int j = tid; j < d; j += nt) h_s[j] = mcserve::kernels::LatticeSignal(M, k_s, norm_s, v_s, j, m, d, p.opt.variant);
+    for (int j = tid; j < d; j += nt) {
+      h_s[j] = mcserve::kernels::LatticeSignal(M, k_s, norm_s, v_s, j, m, d, p.opt.variant);
+    }
     for (int i = tid; i < m; i += nt) {
       c_s[i] = mcserve::kernels::LatticeCoefficient(M + static_cast<int64_t>(i) * d, norm_s[i], k_s[i], v_s, d,
                                                     p.opt.variant);
@@ -76,7 +78,9 @@ __global__ void __launch_bounds__(kThreads) LatticeScan(LatticeParams p) {
     }
     __syncthreads();
     if (p.opt.normalized_readout) {
-      for (int i = tid; i < m; i += nt) norm_s[i] = mcserve::kernels::LatticeRowNorm(M + static_cast<int64_t>(i) * d, d);
+      for (int i = tid; i < m; i += nt) {
+        norm_s[i] = mcserve::kernels::LatticeRowNorm(M + static_cast<int64_t>(i) * d, d);
+      }
       __syncthreads();
     }
     for (int j = tid; j < d; j += nt) {

@@ -97,7 +97,9 @@ MCSERVE_HD void LatticeStep(float* M, const float* q, const float* k, const floa
   for (int i = 0; i < m; ++i) norm[i] = LatticeRowNorm(M + static_cast<int64_t>(i) * d, d);
   for (int j = 0; j < d; ++j) h[j] = LatticeSignal(M, k, norm, v, j, m, d, opt.variant);
   const float h2 = LatticeSquaredNorm(h, d);
-  for (int i = 0; i < m; ++i) c[i] = LatticeCoefficient(M + static_cast<int64_t>(i) * d, norm[i], k[i], v, d, opt.variant);
+  for (int i = 0; i < m; ++i) {
+    c[i] = LatticeCoefficient(M + static_cast<int64_t>(i) * d, norm[i], k[i], v, d, opt.variant);
+  }
   for (int i = 0; i < m; ++i) {
     LatticeSlotUpdate(M + static_cast<int64_t>(i) * d, norm[i], c[i], h, h2, gamma, mu, d, opt.analytic);
   }

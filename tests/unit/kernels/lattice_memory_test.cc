@@ -56,7 +56,9 @@ LatticeResult Reference(const LatticeCase& c, const std::vector<LatticeCall>& ca
 
 void ExpectClose(const std::vector<float>& a, const std::vector<float>& b, float tol, const char* what) {
   ASSERT_EQ(a.size(), b.size()) << what;
-  for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], tol * (1.0f + std::fabs(b[i]))) << what << "[" << i << "]";
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_NEAR(a[i], b[i], tol * (1.0f + std::fabs(b[i]))) << what << "[" << i << "]";
+  }
 }
 
 struct Variant {
