@@ -155,6 +155,14 @@ FIXTURES = {
 ARCH["lattice"] = "LatticeForCausalLM"
 FIXTURES["lattice"] = (cfg("lattice", head_dim=16, num_slots=8, lattice_variant="dec", qk_projection="shared",
                            use_short_conv=True, conv_size=4, use_forget_gate=True, use_gate=True), {})
+# ... and the other options end to end: SIM, separate q/k projections, SiLU convs, L2 q/k, no forget gate, the
+# output RMSNorm, identity S_0 (no s0 tensor), analytic renormalisation. (ENC with random weights is
+# ill-conditioned: float32 vs float64 logits differ by 6e-5, so it is covered by the kernel tests only; the
+# normalised read-out too, since Memory Caching rejects it and the MC invariant tests run every fixture.)
+FIXTURES["lattice_sim_variants"] = (cfg("lattice", head_dim=16, lattice_variant="sim", qk_projection="separate",
+                                        conv_activation="silu", qk_norm="l2", use_forget_gate=False,
+                                        use_output_norm=True, initial_state="identity", state_renorm="analytic"),
+                                    {})
 
 
 # ------------------------------------------------------------------------------- MC variants
