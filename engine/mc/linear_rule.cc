@@ -24,7 +24,9 @@ absl::Status LinearRule::Run(const Context& ctx, std::span<const int32_t> rows, 
   return kernels::LinearMemory(ctx, a);
 }
 
-absl::Status LinearRule::Read(const Context& ctx, const McRead& r) const {
+absl::Status LinearRule::Read(const Context& ctx, const McRead& r) const { return ReadMatrixPages(ctx, r); }
+
+absl::Status ReadMatrixPages(const Context& ctx, const McRead& r) {
   kernels::McReadoutArgs readout{.q = r.q, .u = r.u, .online_pool = r.pools, .online = r.out, .pages = r.pages,
                                  .token_page_offsets = r.offsets, .token_pages = r.token_pages, .out = r.out};
   switch (r.mc->aggregation) {

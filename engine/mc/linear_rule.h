@@ -15,6 +15,10 @@ namespace mcserve::engine {
 // `args` holds this pass's per-row inputs (q, k and v set, gates as the family needs) and the
 // kernel's rule; layout, state, aux and out are set per run. `aux` names the rule's auxiliary state
 // ("" for none; MemoryStage resets it at segment starts as its Aux says).
+// The matrix memories' read-out of checkpoint pages (o = Sᵀq per page, combined by mc.aggregation's
+// rule through McReadout); shared by LinearRule and LatticeRule.
+absl::Status ReadMatrixPages(const kernels::Context& ctx, const McRead& read);
+
 class LinearRule : public MemoryRule {
  public:
   LinearRule(kernels::LinearMemoryArgs args, std::string aux) : args_(args), aux_(std::move(aux)) {}

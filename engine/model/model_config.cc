@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <initializer_list>
 #include <limits>
 #include <sstream>
 #include <utility>
@@ -17,7 +18,7 @@ namespace {
 
 using nlohmann::json;
 
-constexpr const char* kSupportedTypes = "linear_attn, gla, delta_net, gated_deltanet, swla, titans, dla";
+constexpr const char* kSupportedTypes = "linear_attn, gla, delta_net, gated_deltanet, swla, titans, dla, lattice";
 
 // Typed access to config.json keys; every error names the key and the file.
 class ConfigReader {
@@ -99,6 +100,7 @@ absl::StatusOr<ModelFamily> FamilyOf(const std::string& type, const ConfigReader
   if (type == "swla") return ModelFamily::kSwla;
   if (type == "titans") return ModelFamily::kTitans;
   if (type == "dla") return ModelFamily::kDla;
+  if (type == "lattice") return ModelFamily::kLattice;
   return r.Error(absl::StrCat("unsupported model_type \"", type, "\" (supported: ", kSupportedTypes, ")"));
 }
 
@@ -343,6 +345,59 @@ absl::Status ReadHeadDimFamily(const ConfigReader& r, ModelConfig& c) {
   return absl::OkStatus();
 }
 
+// A string field with one of `choices` (absent or null → choices[0]); returns its index.
+absl::StatusOr<int> Choice(const ConfigReader& r, const char* key, std::initializer_list<const char*> choices) {
+  MCSERVE_ASSIGN_OR_RETURN(auto value, r.OptString(key));
+  if (!value) return 0;
+  int i = 0;
+  for (const char* c : choices) {
+    if (*value == c) return i;
+    ++i;
+  }
+  return r.Error(absl::StrCat("\"", key, "\" \"", *value, "\" is not supported (", absl::StrJoin(choices, ", "), ")"));
+}
+
+// lattice: d = head_dim (slot and value dim), m = num_slots (default d; the q/k dim), the A.9 fields.
+absl::Status ReadLattice(const ConfigReader& r, ModelConfig& c) {
+  MCSERVE_ASSIGN_OR_RETURN(c.num_heads, r.Int("num_heads", 6));
+  MCSERVE_RETURN_IF_ERROR(r.Positive("num_heads", c.num_heads));
+  MCSERVE_ASSIGN_OR_RETURN(c.head_v_dim, r.Int("head_dim", 64));
+  MCSERVE_RETURN_IF_ERROR(r.Positive("head_dim", c.head_v_dim));
+  MCSERVE_ASSIGN_OR_RETURN(c.head_k_dim, r.Int("num_slots", c.head_v_dim, /*null_is_default=*/true));
+  if (c.head_k_dim < 1 || c.head_k_dim > c.head_v_dim) {
+    return r.Error(absl::StrCat("\"num_slots\" ", c.head_k_dim, " must be in [1, head_dim = ", c.head_v_dim, "]"));
+  }
+  c.num_kv_heads = c.num_v_heads = c.num_heads;
+  c.key_dim = c.num_heads * c.head_k_dim;
+  c.value_dim = c.num_heads * c.head_v_dim;
+  MCSERVE_ASSIGN_OR_RETURN(c.use_gate, r.Bool("use_gate", true));
+  MCSERVE_ASSIGN_OR_RETURN(c.use_short_conv, r.Bool("use_short_conv", true));
+  MCSERVE_ASSIGN_OR_RETURN(c.conv_size, r.Int("conv_size", 4));
+  LatticeConfig& l = c.lattice;
+  MCSERVE_ASSIGN_OR_RETURN(int variant, Choice(r, "lattice_variant", {"dec", "enc", "sim"}));
+  l.variant = static_cast<LatticeVariant>(variant);
+  MCSERVE_ASSIGN_OR_RETURN(int qk, Choice(r, "qk_projection", {"shared", "separate"}));
+  l.shared_qk = qk == 0;
+  MCSERVE_ASSIGN_OR_RETURN(int act, Choice(r, "conv_activation", {"none", "silu"}));
+  l.conv_silu = act == 1;
+  MCSERVE_ASSIGN_OR_RETURN(int norm, Choice(r, "qk_norm", {"none", "l2"}));
+  l.qk_l2 = norm == 1;
+  MCSERVE_ASSIGN_OR_RETURN(l.use_forget_gate, r.Bool("use_forget_gate", true));
+  MCSERVE_ASSIGN_OR_RETURN(l.use_output_norm, r.Bool("use_output_norm", false));
+  MCSERVE_ASSIGN_OR_RETURN(int init, Choice(r, "initial_state", {"auto", "learned", "identity"}));
+  l.initial_state = static_cast<LatticeInit>(init);
+  MCSERVE_ASSIGN_OR_RETURN(int renorm, Choice(r, "state_renorm", {"recompute", "analytic"}));
+  l.analytic_renorm = renorm == 1;
+  MCSERVE_ASSIGN_OR_RETURN(int readout, Choice(r, "readout", {"state", "normalized"}));
+  l.normalized_readout = readout == 1;
+  MCSERVE_ASSIGN_OR_RETURN(double threshold, r.Float("state_soft_threshold", 0.0, /*null_is_default=*/true));
+  if (threshold != 0.0) {
+    return r.Error("\"state_soft_threshold\" (the l1/ISTA variant) is not supported; it must be 0");
+  }
+  c.qk_norm = l.qk_l2 ? QkNorm::kL2 : QkNorm::kNone;
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const std::string& source) {
@@ -395,6 +450,7 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const
     case ModelFamily::kSwla:
     case ModelFamily::kTitans:
     case ModelFamily::kDla: MCSERVE_RETURN_IF_ERROR(ReadHeadDimFamily(r, c)); break;
+    case ModelFamily::kLattice: MCSERVE_RETURN_IF_ERROR(ReadLattice(r, c)); break;
   }
   if (c.use_short_conv) MCSERVE_RETURN_IF_ERROR(r.Positive("conv_size", c.conv_size));
   return c;

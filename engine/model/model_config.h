@@ -1,5 +1,5 @@
 // ModelConfig: the resolved hyperparameters of a model directory's config.json, for every family
-// mcserve runs (fla's linear_attn, gla, delta_net, gated_deltanet; mcserve's swla, titans).
+// mcserve runs (fla's linear_attn, gla, delta_net, gated_deltanet; mcserve's swla, titans, dla, lattice).
 // Defaults are fla's; legacy keys are accepted (specs/checkpoints.md §1.11). Immutable after load.
 #pragma once
 
@@ -11,7 +11,26 @@
 
 namespace mcserve::engine {
 
-enum class ModelFamily { kLinearAttn, kGla, kDeltaNet, kGatedDeltaNet, kSwla, kTitans, kDla };
+enum class ModelFamily { kLinearAttn, kGla, kDeltaNet, kGatedDeltaNet, kSwla, kTitans, kDla, kLattice };
+
+// Lattice's recurrence variant (config `lattice_variant`): decoding, encoding or similarity loss.
+enum class LatticeVariant { kDec, kEnc, kSim };
+// Where Lattice's initial slots come from (config `initial_state`).
+enum class LatticeInit { kAuto, kLearned, kIdentity };
+
+// Lattice's fields (docs/model-format.md, `lattice`); dims live in ModelConfig: head_k_dim = m
+// (num_slots), head_v_dim = d (head_dim).
+struct LatticeConfig {
+  LatticeVariant variant = LatticeVariant::kDec;
+  bool shared_qk = true;            // qk_projection: shared (one qk_proj, one conv window)
+  bool conv_silu = false;           // conv_activation: silu
+  bool qk_l2 = false;               // qk_norm: l2
+  bool use_forget_gate = true;      // μ from f_proj
+  bool use_output_norm = false;     // per-head RMSNorm (o_norm) before the GELU gate
+  LatticeInit initial_state = LatticeInit::kAuto;
+  bool analytic_renorm = false;     // state_renorm: analytic
+  bool normalized_readout = false;  // readout: normalized
+};
 
 // fla linear-attention feature maps (config `feature_map`), and GLA/DeltaNet q/k activations.
 enum class FeatureMapType { kIdentity, kElu, kRelu, kHadamard, kHedgehog, kT2R, kDpfp, kSilu };
@@ -72,6 +91,9 @@ struct ModelConfig {
 
   // True for the families whose memory is an MLP per head (dla, titans with memory_depth 2).
   bool deep_memory() const { return memory_depth == 2; }
+
+  // lattice only.
+  LatticeConfig lattice;
 
   // Memory Caching (config.json `memory_caching`); nullopt = off.
   std::optional<McConfig> memory_caching;

@@ -1,5 +1,5 @@
 // Mixer: the recurrent memory layer of one block (linear attention, GLA, DeltaNet, gated DeltaNet,
-// SWLA, Titans, DLA). Each family declares its per-slot state and runs a varlen batch of token
+// SWLA, Titans, DLA, Lattice). Each family declares its per-slot state and runs a varlen batch of token
 // rows — prefill chunks and one-token decodes alike — through its memory. Built at load time;
 // Forward is called from the engine loop thread.
 #pragma once
@@ -41,5 +41,7 @@ absl::StatusOr<std::unique_ptr<Mixer>> MakeSwlaMixer(const ModelConfig& c, const
 absl::StatusOr<std::unique_ptr<Mixer>> MakeTitansMixer(const ModelConfig& c, const WeightBinder& w, int layer);
 // dla, and titans with memory_depth 2: the MLP memories.
 absl::StatusOr<std::unique_ptr<Mixer>> MakeDeepMemoryMixer(const ModelConfig& c, const WeightBinder& w, int layer);
+// lattice: the orthogonal state recurrence over unit-norm slots.
+absl::StatusOr<std::unique_ptr<Mixer>> MakeLatticeMixer(const ModelConfig& c, const WeightBinder& w, int layer);
 
 }  // namespace mcserve::engine

@@ -15,6 +15,7 @@ bool ValidKind(ActivationKind k) {
     case ActivationKind::kSigmoid:
     case ActivationKind::kRelu:
     case ActivationKind::kEluPlusOne:
+    case ActivationKind::kGelu:
       return true;
   }
   return false;
@@ -60,6 +61,7 @@ absl::Status ValidateSwiGlu(const Context& ctx, const SwiGluArgs& a) {
   }
   if (absl::Status s = SameF32("SwiGlu", "up", a.up, *a.gate); !s.ok()) return s;
   if (absl::Status s = SameF32("SwiGlu", "out", a.out, *a.gate); !s.ok()) return s;
+  if (!ValidKind(a.act)) return absl::InvalidArgumentError("SwiGlu: unknown activation kind");
   return CheckWritable("SwiGlu", "out", *a.out);
 }
 

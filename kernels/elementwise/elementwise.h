@@ -13,6 +13,7 @@ enum class ActivationKind {
   kSigmoid,     // 1/(1+e^-x)
   kRelu,        // max(x, 0)
   kEluPlusOne,  // elu(x) + 1
+  kGelu,        // exact (erf) GELU: x·Φ(x)
 };
 
 struct ActivationArgs {
@@ -34,7 +35,8 @@ absl::Status Add(const Context& ctx, const AddArgs& args);
 struct SwiGluArgs {
   const Tensor* gate = nullptr;  // [m, I] F32
   const Tensor* up = nullptr;    // [m, I] F32
-  Tensor* out = nullptr;         // [m, I] F32 = silu(gate) · up (may alias gate or up)
+  Tensor* out = nullptr;         // [m, I] F32 = act(gate) · up (may alias gate or up)
+  ActivationKind act = ActivationKind::kSilu;  // the gate's activation (SiLU: SwiGLU; GELU: Lattice's post-gate)
 };
 absl::Status SwiGlu(const Context& ctx, const SwiGluArgs& args);
 

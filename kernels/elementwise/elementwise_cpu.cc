@@ -43,6 +43,7 @@ absl::Status ActivationCpu(const Context& ctx, const ActivationArgs& args) {
       case ActivationKind::kSigmoid: return ActivateRange<ActivationKind::kSigmoid>(x, scale, out, b, e);
       case ActivationKind::kRelu: return ActivateRange<ActivationKind::kRelu>(x, scale, out, b, e);
       case ActivationKind::kEluPlusOne: return ActivateRange<ActivationKind::kEluPlusOne>(x, scale, out, b, e);
+      case ActivationKind::kGelu: return ActivateRange<ActivationKind::kGelu>(x, scale, out, b, e);
     }
   });
   return absl::OkStatus();
@@ -63,7 +64,11 @@ absl::Status SwiGluCpu(const Context& ctx, const SwiGluArgs& args) {
   const float* up = Data<float>(*args.up);
   float* out = Data<float>(*args.out);
   ForElements(ctx, args.gate->numel(), [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) out[i] = elementwise_math::SwiGlu(gate[i], up[i]);
+    if (args.act == ActivationKind::kSilu) {
+      for (int64_t i = begin; i < end; ++i) out[i] = elementwise_math::SwiGlu(gate[i], up[i]);
+    } else {
+      for (int64_t i = begin; i < end; ++i) out[i] = elementwise_math::Activate(args.act, gate[i]) * up[i];
+    }
   });
   return absl::OkStatus();
 }

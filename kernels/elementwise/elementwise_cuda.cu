@@ -41,11 +41,13 @@ __global__ void AddKernel(const float* a, const float* b, float* out, int64_t n)
   }
 }
 
-// out[i] = silu(gate[i]) · up[i]; gate, up, out: [n] (out may alias gate or up).
-__global__ void SwiGluKernel(const float* gate, const float* up, float* out, int64_t n) {
+// out[i] = act(gate[i]) · up[i] (SiLU: the SwiGLU form); gate, up, out: [n] (out may alias gate or up).
+__global__ void SwiGluKernel(const float* gate, const float* up, float* out, int64_t n,
+                             mcserve::kernels::ActivationKind act) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    out[i] = em::SwiGlu(gate[i], up[i]);
+    out[i] = act == mcserve::kernels::ActivationKind::kSilu ? em::SwiGlu(gate[i], up[i])
+                                                            : em::Activate(act, gate[i]) * up[i];
   }
 }
 
@@ -79,7 +81,7 @@ absl::Status SwiGluCuda(const Context& ctx, const SwiGluArgs& args) {
   if (n == 0) return absl::OkStatus();
   MCSERVE_ASSIGN_OR_RETURN(cudaStream_t stream, KernelStream());
   MCSERVE_LAUNCH(SwiGluKernel, GridFor(n), kBlock, 0, stream)
-  (Data<float>(*args.gate), Data<float>(*args.up), Data<float>(*args.out), n);
+  (Data<float>(*args.gate), Data<float>(*args.up), Data<float>(*args.out), n, args.act);
   return TakeLaunchStatus("SwiGlu");
 }
 

@@ -17,6 +17,9 @@ MCSERVE_HD float Silu(float x) { return x * Sigmoid(x); }
 // elu(x) + 1: x + 1 for x > 0, else e^x (exact form of (e^x − 1) + 1).
 MCSERVE_HD float EluPlusOne(float x) { return x > 0.0f ? x + 1.0f : expf(x); }
 
+// Exact GELU: x·Φ(x) = ½x·erfc(−x/√2) (erfc keeps the negative tail accurate, where 1 + erf cancels).
+MCSERVE_HD float Gelu(float x) { return 0.5f * x * erfcf(-x * 0.70710678118654752f); }
+
 // act(x) for one element.
 MCSERVE_HD float Activate(ActivationKind kind, float x) {
   switch (kind) {
@@ -25,6 +28,7 @@ MCSERVE_HD float Activate(ActivationKind kind, float x) {
     case ActivationKind::kSigmoid: return Sigmoid(x);
     case ActivationKind::kRelu: return x > 0.0f ? x : 0.0f;
     case ActivationKind::kEluPlusOne: return EluPlusOne(x);
+    case ActivationKind::kGelu: return Gelu(x);
   }
   return x;
 }

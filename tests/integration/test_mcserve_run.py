@@ -67,6 +67,25 @@ def test_greedy_output_is_the_reference_continuation():
     assert r.stdout.decode("utf-8").rstrip("\n") == sp.decode(golden["greedy_ids"])
 
 
+@pytest.mark.parametrize("device", ["cpu", "cuda-emu"])
+def test_lattice_is_served_with_the_reference_continuation(device):
+    """model_type lattice (docs/model-format.md): the greedy text is the reference's, without MC and with
+    the tests/data/mc/lattice grm_independent_c4 variant."""
+    lattice = os.path.join(ROOT, "tests", "data", "models", "lattice")
+    golden = json.load(open(os.path.join(lattice, "golden.json")))
+    sp = spm.SentencePieceProcessor(model_file=os.path.join(lattice, "tokenizer.model"))
+    args = ("--model", lattice, "--prompt", golden["prompt"], "--temperature", "0", "--device", device,
+            "--max-tokens", str(len(golden["greedy_ids"])))
+    r = run(*args)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.decode("utf-8").rstrip("\n") == sp.decode(golden["greedy_ids"])
+    variants = json.load(open(os.path.join(ROOT, "tests", "data", "mc", "lattice", "variants.json")))
+    grm = next(v for v in variants if v["name"] == "grm_independent_c4")
+    r = run(*args, "--mc-aggregation", "grm", "--mc-segment-size", "4", "--mc-init-mode", "independent")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.decode("utf-8").rstrip("\n") == sp.decode(grm["greedy_ids"])
+
+
 def test_cuda_emu_device_generates_the_same_greedy_text_as_cpu():
     args = ("--model", FIXTURE, "--prompt", "The cat watched", "--temperature", "0", "--max-tokens", "16")
     cpu = run(*args, "--device", "cpu")

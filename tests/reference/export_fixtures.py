@@ -34,6 +34,7 @@ sys.path.insert(0, HERE)
 
 from mcserve_ref.model import CausalLM  # noqa: E402
 from mcserve_ref import safetensors_io as st  # noqa: E402
+from mcserve_ref.lattice import orthonormal_rows, param_specs as lattice_param_specs  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(HERE))
 DATA = os.path.join(REPO, "tests", "data")
@@ -150,6 +151,19 @@ FIXTURES = {
                                                         init_mode="checkpoint", gate="u_proj")), {}),
 }
 
+# Lattice (docs/model-format.md `lattice`): DEC with every A.9 field at its default, m = 8 slots < d = 16
+ARCH["lattice"] = "LatticeForCausalLM"
+FIXTURES["lattice"] = (cfg("lattice", head_dim=16, num_slots=8, lattice_variant="dec", qk_projection="shared",
+                           use_short_conv=True, conv_size=4, use_forget_gate=True, use_gate=True), {})
+# ... and the other options end to end: SIM, separate q/k projections, SiLU convs, L2 q/k, no forget gate, the
+# output RMSNorm, identity S_0 (no s0 tensor), analytic renormalisation. (ENC with random weights is
+# ill-conditioned: float32 vs float64 logits differ by 6e-5, so it is covered by the kernel tests only; the
+# normalised read-out too, since Memory Caching rejects it and the MC invariant tests run every fixture.)
+FIXTURES["lattice_sim_variants"] = (cfg("lattice", head_dim=16, lattice_variant="sim", qk_projection="separate",
+                                        conv_activation="silu", qk_norm="l2", use_forget_gate=False,
+                                        use_output_norm=True, initial_state="identity", state_renorm="analytic"),
+                                    {})
+
 
 # ------------------------------------------------------------------------------- MC variants
 
@@ -212,8 +226,28 @@ def deep_mc_variants(base):
     return out
 
 
+# Lattice: Memory Caching on its slot matrix (a page is M [H, m, d], read as Mᵀq; independent segments
+# restart at S_0). A small set (each variant file is 45 KB).
+LATTICE_MC_BASES = ("lattice",)
+ALL_MC_BASES = ALL_MC_BASES + LATTICE_MC_BASES
+
+
+def lattice_mc_variants():
+    """[(name, memory_caching object)], the golden variants of the lattice base."""
+    return [("residual_independent_c4", mc_object("residual", "independent")),
+            ("grm_independent_c4", mc_object("grm", "independent")),
+            ("grm_checkpoint_c4", mc_object("grm", "checkpoint")),
+            ("soup_checkpoint_c4", mc_object("soup", "checkpoint")),
+            ("ssc_independent_c4", mc_object("ssc", "independent")),
+            ("mean_average_checkpoint_c4", mc_object("mean", "checkpoint", mean_combine="average")),
+            ("grm_independent_log", mc_object("grm", "independent", "logarithmic"))]
+
+
 def mc_variants_for(base):
-    """The golden variants of any MC base: mc_variants() for the linear bases, deep_mc_variants(base) else."""
+    """The golden variants of any MC base: mc_variants() for the linear bases, deep_mc_variants(base) for
+    the deep ones, lattice_mc_variants() for lattice."""
+    if base in LATTICE_MC_BASES:
+        return lattice_mc_variants()
     return deep_mc_variants(base) if base in DEEP_MC_BASES else mc_variants()
 
 
@@ -230,7 +264,9 @@ def param_specs(c):
         p = "model.layers.%d." % i
         a = p + "attn."
         specs.append((p + "attn_norm.weight", (H,), "norm"))
-        if mt in ("linear_attn", "gla"):
+        if mt == "lattice":
+            specs += lattice_param_specs(r, a)
+        elif mt in ("linear_attn", "gla"):
             nh = r["num_heads"]
             g = nh // (r["num_kv_heads"] or nh)
             kd, vd = int(H * r["expand_k"]), int(H * r["expand_v"])
@@ -354,6 +390,8 @@ def init_params(specs, rng, opts):
             a = np.log(rng.uniform(0.5, 4.0, shape))
         elif kind == "dt_bias":
             a = rng.uniform(-2.0, 0.5, shape)
+        elif kind == "orthonormal":   # lattice s0: orthonormal slots per head
+            a = orthonormal_rows(rng.normal(0.0, 1.0, shape))
         else:
             raise ValueError(kind)
         out[name] = np.asarray(a, dtype=np.float32).reshape(shape)

@@ -144,11 +144,14 @@ class MemoryRule:
     base model's), `matrix` is what a checkpoint stores (memory only, never momentum), `read` is
     S^T q (q already scaled), with the base model's own contraction."""
 
-    def __init__(self, family, Hs, K, V, dtype):
+    def __init__(self, family, Hs, K, V, dtype, lattice=None):
         self.family, self.Hs, self.K, self.V, self.dtype = family, Hs, K, V, dtype
+        self.lattice = lattice   # lattice: dict(s0 [Hs, K, V], variant, renorm, readout) (mixer's settings)
 
     def fresh(self):
         z = lambda *s: torch.zeros(*s, dtype=self.dtype)  # noqa: E731
+        if self.family == "lattice":   # a fresh memory starts at S_0, not at zero
+            return {"M": self.lattice["s0"].clone()}
         if self.family == "swla":
             return {"M": z(self.Hs, self.K, self.V), "k_prev": z(self.Hs, self.K), "v_prev": z(self.Hs, self.V)}
         if self.family == "titans":
@@ -156,11 +159,13 @@ class MemoryRule:
         return {"S": z(self.Hs, self.K, self.V)}
 
     def matrix(self, mem):
-        return mem["M"] if self.family in ("swla", "titans") else mem["S"]
+        return mem["M"] if self.family in ("swla", "titans", "lattice") else mem["S"]
 
     def read(self, S, q):
         if self.family in ("linear_attn", "gla"):
             return torch.einsum("hk,hkv->hv", q, S)
+        if self.family == "lattice":   # lattice_step's own contraction, per head
+            return torch.stack([S[h].T @ q[h] for h in range(S.shape[0])])
         return torch.einsum("hkv,hk->hv", S, q)
 
     def update(self, mem, f):
@@ -183,6 +188,13 @@ class MemoryRule:
             _, M, kp, vp = ops.swla_recurrent(dq, one("k"), one("v"), one("alpha"), one("beta"), one("lam"), 1.0,
                                               mem["M"], mem["k_prev"], mem["v_prev"])
             return {"M": M, "k_prev": kp, "v_prev": vp}
+        if fam == "lattice":
+            from . import lattice
+            L = self.lattice
+            M = torch.stack([lattice.lattice_step(mem["M"][h], f["q"][h], f["k"][h], f["v"][h], f["gamma"][h],
+                                                  f["mu"][h], L["variant"], L["renorm"], L["readout"])[1]
+                             for h in range(self.Hs)])
+            return {"M": M}
         if fam == "titans":
             M, S = ops.titans_step(mem["M"], mem["S"], f["k"], f["v"], f["alpha"], f["eta"], f["theta"])
             return {"M": M, "S": S}

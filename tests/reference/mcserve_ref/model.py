@@ -17,6 +17,7 @@ import os
 import torch
 
 from . import mc as mc_mod
+from . import lattice
 from . import ops
 from .safetensors_io import load_model_dir
 
@@ -47,6 +48,8 @@ _DEFAULTS = {
     # deep-memory family (deep_memory.py); its memory_* / inner_chunk_size defaults are deep_memory.DEEP_DEFAULTS
     "dla": dict(hidden_size=2048, expand_v=1.0, use_short_conv=True, conv_size=4, use_gate=True,
                 head_dim=256, num_heads=6),
+    # Lattice (lattice.py); its own fields are lattice.DEFAULTS
+    "lattice": {k: v for k, v in lattice.DEFAULTS.items()},
 }
 
 
@@ -75,6 +78,8 @@ def resolve_config(cfg):
     if mt in ("titans", "dla"):
         from . import deep_memory
         deep_memory.check_config(r)
+    if mt == "lattice":
+        lattice.check_config(r)
     if cfg.get("attn") is not None:
         raise ValueError("hybrid attention layers (config.attn) are not supported by the reference")
     return r
@@ -536,6 +541,8 @@ MIXERS = {"linear_attn": LinearAttention, "gla": GLA, "delta_net": DeltaNet,
 def mixer_class(cfg):
     """The mixer of a resolved config: MIXERS, or the deep-memory families of deep_memory.py."""
     from . import deep_memory
+    if cfg["model_type"] == "lattice":
+        return lattice.Lattice
     if cfg["model_type"] == "dla":
         return deep_memory.DLA
     if deep_memory.is_deep(cfg):
@@ -601,7 +608,12 @@ class CausalLM:
             from . import mc_deep
             attn.mc = mc_deep.DeepMemoryCaching(self.mc_cfg, attn.rule, Hq, w_u)
             return
-        rule = mc_mod.MemoryRule(mt, Hs, K, V, self.dtype)
+        lat = None
+        if mt == "lattice":
+            if attn.readout != "state":
+                raise NotImplementedError("memory caching with lattice readout: normalized")
+            lat = dict(s0=attn.s0, variant=attn.variant, renorm=attn.renorm, readout=attn.readout)
+        rule = mc_mod.MemoryRule(mt, Hs, K, V, self.dtype, lattice=lat)
         attn.mc = mc_mod.MemoryCaching(self.mc_cfg, rule, Hq, w_u)
 
     @classmethod

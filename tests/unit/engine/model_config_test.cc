@@ -227,6 +227,52 @@ TEST(ModelConfigTest, DeepMemories) {
                        {kSource, "memory_layer_norm"}));
 }
 
+// lattice (docs/model-format.md): the defaults are the spec's recommendations (A.9), every other value of
+// an A.9 field is an error naming it.
+TEST(ModelConfigTest, Lattice) {
+  const std::string common = R"("model_type":"lattice","hidden_size":32,"num_heads":2,"num_hidden_layers":2)";
+  ModelConfig d = MustParse("{" + common + R"(,"head_dim":16})");
+  EXPECT_EQ(d.family, ModelFamily::kLattice);
+  EXPECT_EQ(d.head_v_dim, 16);
+  EXPECT_EQ(d.head_k_dim, 16);  // num_slots defaults to head_dim
+  EXPECT_EQ(d.key_dim, 32);
+  EXPECT_EQ(d.value_dim, 32);
+  EXPECT_EQ(d.lattice.variant, LatticeVariant::kDec);
+  EXPECT_TRUE(d.lattice.shared_qk);
+  EXPECT_FALSE(d.lattice.conv_silu);
+  EXPECT_FALSE(d.lattice.qk_l2);
+  EXPECT_TRUE(d.lattice.use_forget_gate);
+  EXPECT_FALSE(d.lattice.use_output_norm);
+  EXPECT_EQ(d.lattice.initial_state, LatticeInit::kAuto);
+  EXPECT_FALSE(d.lattice.analytic_renorm);
+  EXPECT_FALSE(d.lattice.normalized_readout);
+  EXPECT_TRUE(d.use_gate);
+  EXPECT_TRUE(d.use_short_conv);
+  EXPECT_EQ(d.conv_size, 4);
+  ModelConfig e = MustParse("{" + common + R"(,"head_dim":16,"num_slots":8,"lattice_variant":"sim",)"
+                                           R"("qk_projection":"separate","conv_activation":"silu","qk_norm":"l2",)"
+                                           R"("use_forget_gate":false,"use_output_norm":true,)"
+                                           R"("initial_state":"identity","state_renorm":"analytic",)"
+                                           R"("readout":"normalized","state_soft_threshold":0})");
+  EXPECT_EQ(e.head_k_dim, 8);
+  EXPECT_EQ(e.lattice.variant, LatticeVariant::kSim);
+  EXPECT_FALSE(e.lattice.shared_qk);
+  EXPECT_TRUE(e.lattice.conv_silu && e.lattice.qk_l2 && e.lattice.use_output_norm);
+  EXPECT_FALSE(e.lattice.use_forget_gate);
+  EXPECT_EQ(e.lattice.initial_state, LatticeInit::kIdentity);
+  EXPECT_TRUE(e.lattice.analytic_renorm && e.lattice.normalized_readout);
+  for (const char* field : {"lattice_variant", "qk_projection", "conv_activation", "qk_norm", "initial_state",
+                            "state_renorm", "readout"}) {
+    EXPECT_TRUE(HasError(ParseError("{" + common + ",\"" + field + "\":\"bogus\"}"), kInvalid,
+                         {kSource, field, "bogus"}));
+  }
+  EXPECT_TRUE(HasError(ParseError("{" + common + R"(,"state_soft_threshold":0.1})"), kInvalid,
+                       {kSource, "state_soft_threshold"}));
+  EXPECT_TRUE(HasError(ParseError("{" + common + R"(,"head_dim":8,"num_slots":9})"), kInvalid, {kSource, "num_slots"}));
+  EXPECT_TRUE(HasError(ParseError("{" + common + R"(,"use_forget_gate":"yes"})"), kInvalid,
+                       {kSource, "use_forget_gate"}));
+}
+
 TEST(ModelConfigTest, RejectsHybridAttention) {
   EXPECT_TRUE(HasError(ParseError(R"({"model_type":"gated_deltanet","attn":{"layers":[1],"num_heads":4}})"),
                        absl::StatusCode::kUnimplemented, {kSource, "hybrid attention layers are not supported", "attn"}));

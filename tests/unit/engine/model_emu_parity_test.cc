@@ -27,7 +27,8 @@ struct Case {
 std::vector<Case> Cases() {
   std::vector<Case> cases;
   for (const std::string& f : testing::FixtureNames()) cases.push_back({f, {}, f});
-  for (const char* f : {"gated_deltanet", "linear_attn_identity", "swla", "titans", "gla", "titans_mlp", "dla"}) {
+  for (const char* f :
+       {"gated_deltanet", "linear_attn_identity", "swla", "titans", "gla", "titans_mlp", "dla", "lattice"}) {
     const bool deep = std::string(f) == "titans_mlp" || std::string(f) == "dla";
     for (const char* agg : {"residual", "grm", "ssc", "mean", "soup"}) {
       if (std::string(agg) == "soup" && !deep) continue;  // GRM's read-out on matrix memories

@@ -125,7 +125,8 @@ TEST(ModelParity, EveryFamilyHasAFixture) {
     types.insert(config->model_type);
   }
   EXPECT_EQ(types,
-            (std::set<std::string>{"linear_attn", "gla", "delta_net", "gated_deltanet", "swla", "titans", "dla"}));
+            (std::set<std::string>{"linear_attn", "gla", "delta_net", "gated_deltanet", "swla", "titans", "dla",
+                                    "lattice"}));
 }
 
 }  // namespace

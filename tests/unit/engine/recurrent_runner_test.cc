@@ -66,6 +66,14 @@ std::vector<Case> Cases() {
   }
   cases.push_back({"dla", {{"aggregation", "ssc"}, {"segment_size", "4"}, {"top_k", "1"}}, Device::kCudaEmu,
                    {.device_bytes = 0, .hot_pages = 2}, "dla_ssc_host_tier_cuda_emu"});
+  // Lattice: the slots restart at S_0 (not zero) at the sequence start and at independent segments.
+  cases.push_back({"lattice", {}, Device::kCpu, {}, "lattice_no_mc"});
+  for (const char* init : {"independent", "checkpoint"}) {
+    cases.push_back({"lattice", {{"aggregation", "grm"}, {"segment_size", "4"}, {"init_mode", init}}, Device::kCpu,
+                     {}, std::string("lattice_grm_") + init});
+  }
+  cases.push_back({"lattice", {{"aggregation", "grm"}, {"segmentation", "logarithmic"}}, Device::kCudaEmu, {},
+                   "lattice_grm_logarithmic_cuda_emu"});
   return cases;
 }
 

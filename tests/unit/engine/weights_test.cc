@@ -236,12 +236,15 @@ TEST(FixtureModelsTest, EveryFixtureLoads) {
       auto down = (*store)->Get(p + "mlp.down_proj.weight", Shape{h, c.intermediate_size});
       EXPECT_TRUE(down.ok()) << down.status();
       // Mixer dims resolved from the config match q_proj and o_proj.
-      auto q = (*store)->Get(p + "attn.q_proj.weight", Shape{c.key_dim, h});
+      // Lattice's shared q/k projection is qk_proj (docs/model-format.md).
+      const bool shared_qk = c.family == ModelFamily::kLattice && c.lattice.shared_qk;
+      auto q = (*store)->Get(p + (shared_qk ? "attn.qk_proj.weight" : "attn.q_proj.weight"), Shape{c.key_dim, h});
       EXPECT_TRUE(q.ok()) << q.status();
       auto o = (*store)->Get(p + "attn.o_proj.weight", Shape{h, c.value_dim});
       EXPECT_TRUE(o.ok()) << o.status();
       const int64_t kv_groups = c.num_heads / c.num_kv_heads;
-      auto k = (*store)->Get(p + "attn.k_proj.weight", Shape{c.key_dim / kv_groups, h});
+      auto k = (*store)->Get(p + (shared_qk ? "attn.qk_proj.weight" : "attn.k_proj.weight"),
+                             Shape{c.key_dim / kv_groups, h});
       EXPECT_TRUE(k.ok()) << k.status();
       const int64_t v_rows = c.family == ModelFamily::kLinearAttn || c.family == ModelFamily::kGla
                                  ? c.value_dim / kv_groups

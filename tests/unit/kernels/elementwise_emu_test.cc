@@ -40,7 +40,7 @@ std::vector<float> ActivationOn(Device d, ActivationKind kind, float scale, cons
 
 TEST(ElementwiseEmuTest, ActivationMatchesCpu) {
   const ActivationKind kinds[] = {ActivationKind::kIdentity, ActivationKind::kSilu, ActivationKind::kSigmoid,
-                                  ActivationKind::kRelu, ActivationKind::kEluPlusOne};
+                                  ActivationKind::kRelu, ActivationKind::kEluPlusOne, ActivationKind::kGelu};
   uint32_t seed = 1;
   for (auto [m, n] : kSizes) {
     for (ActivationKind kind : kinds) {
@@ -80,16 +80,18 @@ TEST(ElementwiseEmuTest, SwiGluMatchesCpu) {
   for (auto [m, n] : kSizes) {
     const Shape shape = {m, n};
     const std::vector<float> g = RandomVector(m * n, seed++, -6.0f, 6.0f), u = RandomVector(m * n, seed++);
-    auto run = [&](Device d, bool alias_gate) {
-      Tensor gt = *Tensor::FromHost(g, shape, d), ut = *Tensor::FromHost(u, shape, d);
-      Tensor out = alias_gate ? gt : *Tensor::Zeros(DType::kF32, shape, d);
-      absl::Status s = SwiGlu(Context{.device = d}, {.gate = &gt, .up = &ut, .out = &out});
-      EXPECT_TRUE(s.ok()) << s;
-      return *out.ToHostF32();
-    };
-    const std::vector<float> want = run(Device::kCpu, false);
-    ExpectClose(RunBothSchedules([&] { return run(kEmu, false); }), want);
-    ExpectClose(RunBothSchedules([&] { return run(kEmu, true); }), want);
+    for (ActivationKind act : {ActivationKind::kSilu, ActivationKind::kGelu}) {
+      auto run = [&](Device d, bool alias_gate) {
+        Tensor gt = *Tensor::FromHost(g, shape, d), ut = *Tensor::FromHost(u, shape, d);
+        Tensor out = alias_gate ? gt : *Tensor::Zeros(DType::kF32, shape, d);
+        absl::Status s = SwiGlu(Context{.device = d}, {.gate = &gt, .up = &ut, .out = &out, .act = act});
+        EXPECT_TRUE(s.ok()) << s;
+        return *out.ToHostF32();
+      };
+      const std::vector<float> want = run(Device::kCpu, false);
+      ExpectClose(RunBothSchedules([&] { return run(kEmu, false); }), want);
+      ExpectClose(RunBothSchedules([&] { return run(kEmu, true); }), want);
+    }
   }
 }
 

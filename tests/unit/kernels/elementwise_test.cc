@@ -34,6 +34,7 @@ double RefActivation(ActivationKind kind, double x) {
     case ActivationKind::kSigmoid: return Sigmoid(x);
     case ActivationKind::kRelu: return x > 0 ? x : 0.0;
     case ActivationKind::kEluPlusOne: return x > 0 ? x + 1.0 : std::exp(x);
+    case ActivationKind::kGelu: return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
   }
   return NAN;
 }
@@ -55,7 +56,7 @@ TEST(ActivationTest, EveryKindMatchesDoubleLoop) {
   for (cpu::ThreadPool* p : {static_cast<cpu::ThreadPool*>(nullptr), &pool}) {
     for (const Shape& shape : Shapes()) {
       for (ActivationKind kind : {ActivationKind::kIdentity, ActivationKind::kSilu, ActivationKind::kSigmoid,
-                                  ActivationKind::kRelu, ActivationKind::kEluPlusOne}) {
+                                  ActivationKind::kRelu, ActivationKind::kEluPlusOne, ActivationKind::kGelu}) {
         for (float scale : {1.0f, 2.0f, -0.5f}) {
           SCOPED_TRACE(testing::Message() << "kind " << static_cast<int>(kind) << " shape " << ShapeString(shape)
                                           << " scale " << scale);
@@ -115,6 +116,17 @@ TEST(SwiGluTest, MatchesAndAliases) {
     ASSERT_TRUE(SwiGlu(ctx, {&g, &u2, &g}).ok());  // out aliases gate
     ExpectNear(*g.ToHostF32(), want);
   }
+}
+
+// act = GELU: out = GELU(gate) · up (Lattice's post-gate).
+TEST(SwiGluTest, GeluGate) {
+  std::vector<float> gv = RandomVector(7 * 37, 43), uv = RandomVector(7 * 37, 44);
+  auto g = *Tensor::FromHost(gv, {7, 37}, Device::kCpu);
+  auto u = *Tensor::FromHost(uv, {7, 37}, Device::kCpu);
+  auto out = *Tensor::Zeros(DType::kF32, {7, 37}, Device::kCpu);
+  ASSERT_TRUE(SwiGlu({}, {.gate = &g, .up = &u, .out = &out, .act = ActivationKind::kGelu}).ok());
+  ExpectNear(*out.ToHostF32(), [&](int64_t i) { return RefActivation(ActivationKind::kGelu, gv[i]) * uv[i]; });
+  EXPECT_FALSE(SwiGlu({}, {.gate = &g, .up = &u, .out = &out, .act = static_cast<ActivationKind>(99)}).ok());
 }
 
 TEST(ElementwiseTest, RejectsBadArguments) {
