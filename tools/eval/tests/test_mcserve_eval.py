@@ -76,6 +76,8 @@ CASES = [
     ("gated_deltanet", (), None),
     ("delta_net", (), None),
     ("gla", (), None),
+    ("lattice", (), None),
+    ("lattice", ("--mc-aggregation", "grm", "--mc-segment-size", "8"), {"aggregation": "grm", "segment_size": 8}),
     # The fixture's own memory_caching: GRM, segments of 4, checkpoint mode, gate u_proj.
     ("gated_deltanet_mc_uproj", (), "config"),
     # Post-training MC (spec B.5.6): mean of the cached memories, independent segments.
