@@ -160,7 +160,7 @@ TEST_P(EngineEndToEndTest, SixtyFourMixedRequestsFinishWithNothingLeaked) {
 
 INSTANTIATE_TEST_SUITE_P(Models, EngineEndToEndTest,
                          ::testing::Values(ServedCase{"gated_deltanet", "grm"}, ServedCase{"titans_mlp", "soup"},
-                                           ServedCase{"dla", "grm"}),
+                                           ServedCase{"dla", "grm"}, ServedCase{"lattice", "grm"}),
                          [](const auto& info) { return info.param.fixture; });
 
 }  // namespace
