@@ -27,9 +27,8 @@ class DeepRule : public MemoryRule {
  public:
   // `args` holds this pass's per-row inputs (q, k, v, step and the Titans gates); the rule, its
   // settings and the layer norm come from `weights`, which outlives the rule.
-  DeepRule(const DeepMemoryWeights& weights, kernels::DeepMemoryArgs args) : w_(weights), args_(args) {}
-  const kernels::Tensor& query() const override { return *args_.q; }
-  const kernels::Tensor& keys() const override { return *args_.k; }
+  DeepRule(const DeepMemoryWeights& weights, kernels::DeepMemoryArgs args)
+      : MemoryRule(args.q, args.k), w_(weights), args_(args) {}
   absl::Status Run(const kernels::Context& ctx, std::span<const int32_t> rows, const kernels::BatchLayout& layout,
                    std::span<const int64_t> first_positions, LayerState& state, kernels::Tensor* out) const override;
   absl::Status Read(const kernels::Context& ctx, const McRead& read) const override;

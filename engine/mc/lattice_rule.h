@@ -23,9 +23,8 @@ class LatticeRule : public MemoryRule {
  public:
   // `args` holds this pass's per-row inputs (q, k, v, gamma and optionally mu); the variant and
   // options come from `weights`, which outlives the rule.
-  LatticeRule(const LatticeMemoryWeights& weights, kernels::LatticeMemoryArgs args) : w_(weights), args_(args) {}
-  const kernels::Tensor& query() const override { return *args_.q; }
-  const kernels::Tensor& keys() const override { return *args_.k; }
+  LatticeRule(const LatticeMemoryWeights& weights, kernels::LatticeMemoryArgs args)
+      : MemoryRule(args.q, args.k), w_(weights), args_(args) {}
   absl::Status Run(const kernels::Context& ctx, std::span<const int32_t> rows, const kernels::BatchLayout& layout,
                    std::span<const int64_t> first_positions, LayerState& state, kernels::Tensor* out) const override;
   absl::Status Read(const kernels::Context& ctx, const McRead& read) const override;

@@ -21,9 +21,8 @@ absl::Status ReadMatrixPages(const kernels::Context& ctx, const McRead& read);
 
 class LinearRule : public MemoryRule {
  public:
-  LinearRule(kernels::LinearMemoryArgs args, std::string aux) : args_(args), aux_(std::move(aux)) {}
-  const kernels::Tensor& query() const override { return *args_.q; }
-  const kernels::Tensor& keys() const override { return *args_.k; }
+  LinearRule(kernels::LinearMemoryArgs args, std::string aux)
+      : MemoryRule(args.q, args.k), args_(args), aux_(std::move(aux)) {}
   absl::Status Run(const kernels::Context& ctx, std::span<const int32_t> rows, const kernels::BatchLayout& layout,
                    std::span<const int64_t> first_positions, LayerState& state, kernels::Tensor* out) const override;
   absl::Status Read(const kernels::Context& ctx, const McRead& read) const override;

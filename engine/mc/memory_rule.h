@@ -45,8 +45,8 @@ class MemoryRule {
   virtual ~MemoryRule() = default;
   // This pass's read-out query [T, Hq, dk] (the gate input with gate q) and keys [T, Hk, dk] (pooled
   // per segment), exactly as the memory sees them.
-  virtual const kernels::Tensor& query() const = 0;
-  virtual const kernels::Tensor& keys() const = 0;
+  const kernels::Tensor& query() const { return *query_; }
+  const kernels::Tensor& keys() const { return *keys_; }
   // Runs the rule over `rows` of this pass's inputs (in that order; a row may repeat), grouped as the
   // sequences of `layout` (sequence i's first row had first_positions[i] tokens before it in its
   // memory), reading the online memory after each row's write into out [rows, Hs, V]. `state` holds
@@ -62,6 +62,14 @@ class MemoryRule {
   // True when the read-out needs the online memory as it is after each row (one row per sequence
   // per read): the MLP memories' soup.
   virtual bool ReadsOnlineWeights(McAggregation aggregation) const { return false; }
+
+ protected:
+  // `query` and `keys` are the pass's inputs (above); they outlive the rule.
+  MemoryRule(const kernels::Tensor* query, const kernels::Tensor* keys) : query_(query), keys_(keys) {}
+
+ private:
+  const kernels::Tensor* query_;
+  const kernels::Tensor* keys_;
 };
 
 // Rows `rows` of a per-row input t [T, ...]: a view when they are consecutive, else a gathered copy
