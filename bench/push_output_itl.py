@@ -9,8 +9,8 @@ ITL and TPOT, and the server's thread count sampled during the wave.
     /usr/bin/python3 bench/push_output_itl.py --before OLD/mcserve [--after build/server/mcserve]
         [--model bench] [--concurrency 64] [--rounds 5]
 
-The old binary may need MCSERVE_GRPC_MODULE (a build that loaded its gRPC front end as a module):
-set --before-env KEY=VALUE.
+Both servers start without any MCSERVE_* variable (serve_load.Server's rule), so a build that loaded
+its gRPC front end as a module finds it where it was built.
 """
 import argparse
 import os
@@ -50,20 +50,9 @@ def wave(server, load_bin, a, vocab, seed, out_dir):
     return result
 
 
-def start(binary, env, model_dir, a):
-    saved = dict(os.environ)
-    os.environ.update(env)
-    try:
-        return sl.Server(binary, model_dir, a.threads, a.concurrency, a.output_len)
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--before", required=True, help="the baseline mcserve binary")
-    ap.add_argument("--before-env", action="append", default=[], help="KEY=VALUE for the baseline server")
     ap.add_argument("--after", default=os.path.join(ROOT, "build", "server", "mcserve"))
     ap.add_argument("--build", default=os.path.join(ROOT, "build"), help="where bench/serve_load is")
     ap.add_argument("--model", default="bench", help="bench, tiny, fixture or a model directory")
@@ -74,7 +63,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     a = ap.parse_args()
     load_bin = os.path.join(a.build, "bench", "serve_load")
-    binaries = {"before": (a.before, dict(kv.split("=", 1) for kv in a.before_env)), "after": (a.after, {})}
+    binaries = {"before": a.before, "after": a.after}
     results = {name: [] for name in binaries}
     with tempfile.TemporaryDirectory() as tmp:
         if a.model == "bench":
@@ -86,8 +75,8 @@ def main():
             what = model_dir
         vocab = sl.tokenizer_vocab(model_dir)
         for r in range(a.rounds):
-            for name, (binary, env) in binaries.items():
-                server = start(binary, env, model_dir, a)
+            for name, binary in binaries.items():
+                server = sl.Server(binary, model_dir, a.threads, a.concurrency, a.output_len)
                 try:
                     sl.serve_load(load_bin, server.address, 2, a, vocab, 999_999, tmp)  # warm-up
                     results[name].append(wave(server, load_bin, a, vocab, 1000 * r + 7, tmp))
