@@ -11,6 +11,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
+#include "engine/model/config_reader.h"
+#include "engine/model/read_hope_config.h"
 #include "nlohmann/json.hpp"
 
 namespace mcserve::engine {
@@ -18,79 +20,7 @@ namespace {
 
 using nlohmann::json;
 
-constexpr const char* kSupportedTypes = "linear_attn, gla, delta_net, gated_deltanet, swla, titans, dla, lattice";
-
-// Typed access to config.json keys; every error names the key and the file.
-class ConfigReader {
- public:
-  ConfigReader(const json& j, const std::string& source) : j_(j), source_(source) {}
-
-  bool Has(const char* key) const { return j_.contains(key); }
-  // Present and not null.
-  bool HasValue(const char* key) const { return j_.contains(key) && !j_.at(key).is_null(); }
-
-  absl::Status Error(absl::string_view problem) const {
-    return absl::InvalidArgumentError(absl::StrCat(source_, ": ", problem));
-  }
-  absl::Status TypeError(const char* key, const char* want) const {
-    return Error(absl::StrCat("\"", key, "\" must be ", want, ", got ", j_.at(key).type_name(), " ",
-                              j_.at(key).dump()));
-  }
-
-  // An integer; absent → `def`. null is an error unless `null_is_default`.
-  absl::StatusOr<int64_t> Int(const char* key, int64_t def, bool null_is_default = false) const {
-    if (!Has(key)) return def;
-    const json& v = j_.at(key);
-    if (v.is_null() && null_is_default) return def;
-    if (v.is_number_integer()) {
-      if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-        return TypeError(key, "an integer that fits in 64 bits");
-      }
-      return v.get<int64_t>();
-    }
-    return TypeError(key, "an integer");
-  }
-  // A number (integers accepted); absent → `def`; null → `def` only if `null_is_default`.
-  absl::StatusOr<double> Float(const char* key, double def, bool null_is_default = false) const {
-    if (!Has(key)) return def;
-    const json& v = j_.at(key);
-    if (v.is_null() && null_is_default) return def;
-    if (!v.is_number()) return TypeError(key, "a number");
-    double d = v.get<double>();
-    if (!std::isfinite(d)) return TypeError(key, "a finite number");
-    return d;
-  }
-  absl::StatusOr<bool> Bool(const char* key, bool def) const {
-    if (!Has(key)) return def;
-    const json& v = j_.at(key);
-    if (!v.is_boolean()) return TypeError(key, "true or false");
-    return v.get<bool>();
-  }
-  // A string, or nullopt when absent or null.
-  absl::StatusOr<std::optional<std::string>> OptString(const char* key) const {
-    if (!HasValue(key)) return std::nullopt;
-    const json& v = j_.at(key);
-    if (!v.is_string()) return TypeError(key, "a string");
-    return v.get<std::string>();
-  }
-  // A token id: an integer, null (→ def), or a non-empty list of integers (→ the first).
-  absl::StatusOr<int64_t> TokenId(const char* key, int64_t def) const {
-    if (!HasValue(key)) return def;
-    const json& v = j_.at(key);
-    if (v.is_array() && !v.empty() && v[0].is_number_integer()) return v[0].get<int64_t>();
-    if (v.is_number_integer()) return v.get<int64_t>();
-    return TypeError(key, "an integer token id");
-  }
-  const std::string& source() const { return source_; }
-  absl::Status Positive(const char* key, double value) const {
-    if (value > 0) return absl::OkStatus();
-    return Error(absl::StrCat("\"", key, "\" must be positive, got ", value));
-  }
-
- private:
-  const json& j_;
-  const std::string& source_;
-};
+constexpr const char* kSupportedTypes = "linear_attn, gla, delta_net, gated_deltanet, swla, titans, dla, lattice, hope";
 
 absl::StatusOr<ModelFamily> FamilyOf(const std::string& type, const ConfigReader& r) {
   if (type == "linear_attn") return ModelFamily::kLinearAttn;
@@ -101,6 +31,7 @@ absl::StatusOr<ModelFamily> FamilyOf(const std::string& type, const ConfigReader
   if (type == "titans") return ModelFamily::kTitans;
   if (type == "dla") return ModelFamily::kDla;
   if (type == "lattice") return ModelFamily::kLattice;
+  if (type == "hope") return ModelFamily::kHope;
   return r.Error(absl::StrCat("unsupported model_type \"", type, "\" (supported: ", kSupportedTypes, ")"));
 }
 
@@ -345,18 +276,6 @@ absl::Status ReadHeadDimFamily(const ConfigReader& r, ModelConfig& c) {
   return absl::OkStatus();
 }
 
-// A string field with one of `choices` (absent or null → choices[0]); returns its index.
-absl::StatusOr<int> Choice(const ConfigReader& r, const char* key, std::initializer_list<const char*> choices) {
-  MCSERVE_ASSIGN_OR_RETURN(auto value, r.OptString(key));
-  if (!value) return 0;
-  int i = 0;
-  for (const char* c : choices) {
-    if (*value == c) return i;
-    ++i;
-  }
-  return r.Error(absl::StrCat("\"", key, "\" \"", *value, "\" is not supported (", absl::StrJoin(choices, ", "), ")"));
-}
-
 // lattice: d = head_dim (slot and value dim), m = num_slots (default d; the q/k dim), the A.9 fields.
 absl::Status ReadLattice(const ConfigReader& r, ModelConfig& c) {
   MCSERVE_ASSIGN_OR_RETURN(c.num_heads, r.Int("num_heads", 6));
@@ -451,6 +370,7 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const
     case ModelFamily::kTitans:
     case ModelFamily::kDla: MCSERVE_RETURN_IF_ERROR(ReadHeadDimFamily(r, c)); break;
     case ModelFamily::kLattice: MCSERVE_RETURN_IF_ERROR(ReadLattice(r, c)); break;
+    case ModelFamily::kHope: MCSERVE_RETURN_IF_ERROR(ReadHopeConfig(r, c)); break;
   }
   if (c.use_short_conv) MCSERVE_RETURN_IF_ERROR(r.Positive("conv_size", c.conv_size));
   return c;

@@ -1,5 +1,5 @@
 // ModelConfig: the resolved hyperparameters of a model directory's config.json, for every family
-// mcserve runs (fla's linear_attn, gla, delta_net, gated_deltanet; mcserve's swla, titans, dla, lattice).
+// mcserve runs (fla's linear_attn, gla, delta_net, gated_deltanet; mcserve's swla, titans, dla, lattice, hope).
 // Defaults are fla's; legacy keys are accepted (specs/checkpoints.md §1.11). Immutable after load.
 #pragma once
 
@@ -8,10 +8,11 @@
 
 #include "absl/status/statusor.h"
 #include "engine/mc/mc_config.h"
+#include "engine/model/hope_config.h"
 
 namespace mcserve::engine {
 
-enum class ModelFamily { kLinearAttn, kGla, kDeltaNet, kGatedDeltaNet, kSwla, kTitans, kDla, kLattice };
+enum class ModelFamily { kLinearAttn, kGla, kDeltaNet, kGatedDeltaNet, kSwla, kTitans, kDla, kLattice, kHope };
 
 // Lattice's recurrence variant (config `lattice_variant`): decoding, encoding or similarity loss.
 enum class LatticeVariant { kDec, kEnc, kSim };
@@ -94,6 +95,8 @@ struct ModelConfig {
 
   // lattice only.
   LatticeConfig lattice;
+  // hope only (head_k_dim = head_v_dim = head_dim; conv_size is the memory's conv window).
+  HopeConfig hope;
 
   // Memory Caching (config.json `memory_caching`); nullopt = off.
   std::optional<McConfig> memory_caching;
