@@ -1,6 +1,7 @@
 #include "engine/runner/model.h"
 
 #include "absl/strings/str_cat.h"
+#include "engine/runner/feed_forward.h"
 #include "engine/runner/mixer_ops.h"
 #include "base/status_macros.h"
 #include "kernels/elementwise/elementwise.h"
@@ -13,10 +14,9 @@ namespace mcserve::engine {
 using kernels::Tensor;
 
 struct Model::Block {
-  Tensor attn_norm, mlp_norm;       // [H]
+  Tensor attn_norm;                     // [H]
   std::unique_ptr<Mixer> mixer;
-  Tensor gate_proj, up_proj;        // [I, H]
-  Tensor down_proj;                 // [H, I]
+  std::vector<FeedForwardLevel> ffn;    // the MLP (one level) or HOPE's CMS levels
 };
 
 Model::~Model() = default;
@@ -38,17 +38,14 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir, const
   }
   m->ctx_ = {.device = options.device, .pool = m->pool_.get()};
   WeightBinder w(m->weights_, options.device);
-  const int64_t h = c.hidden_size, inter = c.intermediate_size;
+  const int64_t h = c.hidden_size;
   MCSERVE_ASSIGN_OR_RETURN(m->embeddings_, w.Matrix("model.embeddings.weight", {c.vocab_size, h}));
   for (int i = 0; i < c.num_hidden_layers; ++i) {
     const std::string p = absl::StrCat("model.layers.", i, ".");
     Block b;
     MCSERVE_ASSIGN_OR_RETURN(b.attn_norm, w.Float(p + "attn_norm.weight", {h}));
     MCSERVE_ASSIGN_OR_RETURN(b.mixer, MakeMixer(c, w, i));
-    MCSERVE_ASSIGN_OR_RETURN(b.mlp_norm, w.Float(p + "mlp_norm.weight", {h}));
-    MCSERVE_ASSIGN_OR_RETURN(b.gate_proj, w.Matrix(p + "mlp.gate_proj.weight", {inter, h}));
-    MCSERVE_ASSIGN_OR_RETURN(b.up_proj, w.Matrix(p + "mlp.up_proj.weight", {inter, h}));
-    MCSERVE_ASSIGN_OR_RETURN(b.down_proj, w.Matrix(p + "mlp.down_proj.weight", {h, inter}));
+    MCSERVE_ASSIGN_OR_RETURN(b.ffn, BindFeedForward(c, w, i));
     m->blocks_.push_back(std::move(b));
   }
   MCSERVE_ASSIGN_OR_RETURN(m->final_norm_, w.Float("model.norm.weight", {h}));
@@ -73,11 +70,7 @@ absl::Status Model::RunBlock(const Block& b, Tensor& h, const MixerBatch& batch,
   MCSERVE_ASSIGN_OR_RETURN(Tensor mixed, NewF32(ctx_, h.shape()));
   MCSERVE_RETURN_IF_ERROR(b.mixer->Forward(ctx_, normed, batch, state, &mixed));
   MCSERVE_RETURN_IF_ERROR(kernels::Add(ctx_, {.a = &h, .b = &mixed, .out = &h}));
-  MCSERVE_RETURN_IF_ERROR(kernels::RmsNorm(ctx_, {.x = &h, .weight = &b.mlp_norm, .eps = eps, .out = &normed}));
-  MCSERVE_ASSIGN_OR_RETURN(Tensor gate, Project(ctx_, normed, b.gate_proj));
-  MCSERVE_ASSIGN_OR_RETURN(Tensor up, Project(ctx_, normed, b.up_proj));
-  MCSERVE_RETURN_IF_ERROR(kernels::SwiGlu(ctx_, {.gate = &gate, .up = &up, .out = &gate}));
-  return kernels::Linear(ctx_, {.x = &gate, .w = &b.down_proj, .out = &h, .accumulate = true});
+  return RunFeedForward(ctx_, b.ffn, eps, h);
 }
 
 absl::StatusOr<Tensor> Model::Forward(std::span<const SequenceChunk> chunks, StatePool& pool) const {

@@ -1,5 +1,5 @@
 // Model: a loaded recurrent LM (fla block skeleton: embedding → N × [norm → mixer → residual →
-// norm → SwiGLU MLP → residual] → norm → LM head) that runs varlen batches of token chunks, each
+// feed-forward levels (norm → MLP → residual each; feed_forward.h)] → norm → LM head) that runs varlen batches of token chunks, each
 // bound to a state slot. Load from any thread; Forward from one thread at a time (the engine loop).
 #pragma once
 
