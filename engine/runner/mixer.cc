@@ -14,6 +14,7 @@ absl::StatusOr<std::unique_ptr<Mixer>> MakeMixer(const ModelConfig& config, cons
       return config.deep_memory() ? MakeDeepMemoryMixer(config, weights, layer) : MakeTitansMixer(config, weights, layer);
     case ModelFamily::kDla: return MakeDeepMemoryMixer(config, weights, layer);
     case ModelFamily::kLattice: return MakeLatticeMixer(config, weights, layer);
+    case ModelFamily::kHope: return MakeHopeMixer(config, weights, layer);
   }
   return absl::InternalError("unknown model family");
 }
