@@ -12,7 +12,7 @@ Each fixture directory holds config.json, model.safetensors (or shards + index),
 tokenizer.model, golden.safetensors {prompt_ids I32 [T], logits F32 [T, vocab], greedy_ids I32 [16]}
 and golden.json (same, human readable, plus the prompt text).
 
-Weights are drawn from numpy RandomState (a frozen stream), the reference runs in float64
+Weights are drawn from numpy RandomState (a frozen stream; hope: torch.Generator through hope.random_weights), the reference runs in float64
 with torch using 1 thread, and the seed is searched deterministically until the greedy
 continuation is non-degenerate and has a clear argmax margin at every step.
 """
@@ -35,6 +35,7 @@ sys.path.insert(0, HERE)
 from mcserve_ref.model import CausalLM  # noqa: E402
 from mcserve_ref import safetensors_io as st  # noqa: E402
 from mcserve_ref.lattice import orthonormal_rows, param_specs as lattice_param_specs  # noqa: E402
+from mcserve_ref.hope import HopeLM, random_weights as hope_random_weights  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(HERE))
 DATA = os.path.join(REPO, "tests", "data")
@@ -163,6 +164,28 @@ FIXTURES["lattice_sim_variants"] = (cfg("lattice", head_dim=16, lattice_variant=
                                         conv_activation="silu", qk_norm="l2", use_forget_gate=False,
                                         use_output_norm=True, initial_state="identity", state_renorm="analytic"),
                                     {})
+
+
+# HOPE (docs/model-format.md `hope`): its own strict schema (no fla keys), weights from hope.random_weights.
+# Chunk sizes far below the paper's 16 so that the 26-token prompt crosses many anchor refreshes.
+HOPE_BASE = dict(model_type="hope", architectures=["HopeForCausalLM"], vocab_size=VOCAB, hidden_size=32,
+                 num_hidden_layers=2, num_heads=2, head_dim=16, norm_eps=1e-6, bos_token_id=1, eos_token_id=2,
+                 tie_word_embeddings=False, conv_size=4, memory_expansion=2, chunk_size_other=4, chunk_size_mem=3,
+                 cms_levels=[dict(chunk_size=8, intermediate_size=48, activation="swiglu", lr=0.0),
+                             dict(chunk_size=16, intermediate_size=32, activation="gelu", lr=0.0)])
+FIXTURES["hope"] = (dict(HOPE_BASE), {"hope": True})
+# ... every other choice the engine runs: in_proj input, M_q, data momentum, hidden-space DGD on W1, read after
+# the write, linear skip of the scalar memories, softplus eta without clamp, GELU memories, no output gate,
+# tied embeddings, a 2-tap conv ...
+FIXTURES["hope_variants"] = (dict(HOPE_BASE, hidden_size=24, memory_input="proj", adaptive_q=True, momentum="data",
+                                  w1_rule="dgd_hidden", read_index="after_write", scalar_memory_skip="linear",
+                                  eta_activation="softplus", eta_scale=0.7, eta_clamp=False,
+                                  memory_activation="gelu", output_gate="rmsnorm", tie_word_embeddings=True,
+                                  conv_size=2, chunk_size_other=5, chunk_size_mem=2), {"hope": True})
+# ... and the anchor read-out (mode A) with constant momentum, no conv (1 tap) and E = d.
+FIXTURES["hope_anchor_momentum"] = (dict(HOPE_BASE, readout_mode="A", momentum="constant", momentum_beta=0.5,
+                                         conv_size=1, memory_expansion=1, chunk_size_other=3, chunk_size_mem=7),
+                                    {"hope": True})
 
 
 # ------------------------------------------------------------------------------- MC variants
@@ -449,6 +472,38 @@ def _acceptable(logits, greedy, margins):
     return min(margins) >= MIN_MARGIN
 
 
+def _evaluate_hope(config, tensors, prompt_ids):
+    """_evaluate for `hope` (HopeLM, float64): prompt logits, greedy ids and their top-2 margins."""
+    m = HopeLM(config, tensors, dtype=torch.float64)
+    state = m.new_state()
+    logits = m.step(prompt_ids, state)
+    last, greedy, margins = logits[-1], [], []
+    for _ in range(N_GREEDY):
+        top2 = torch.topk(last, 2).values
+        margins.append(float(top2[0] - top2[1]))
+        greedy.append(int(torch.argmax(last)))
+        last = m.step([greedy[-1]], state, learn=False)[-1]
+    return logits, greedy, margins
+
+
+def _candidate(config, opts, seed, dtype):
+    """(file tensors, logits, greedy ids, margins) of the fixture drawn with `seed`."""
+    if opts.get("hope"):
+        weights = hope_random_weights(config, seed=seed, dtype=torch.float32)
+        tensors = {n: st.make_tensor(t.numpy(), dtype) for n, t in weights.items()}
+        return (tensors,) + _evaluate_hope(config, weights, prompt_ids=encode_prompt())
+    rng = np.random.RandomState(seed)
+    params = init_params(param_specs(config), rng, opts)
+    if opts.get("bias_channel"):
+        _add_bias_channel(params, opts["bias_channel"])
+    tensors = to_tensors(params, dtype)
+    if opts.get("legacy_D"):
+        nh = config["num_heads"]
+        for i in range(config["num_hidden_layers"]):
+            tensors["model.layers.%d.attn.D" % i] = st.make_tensor(np.ones(nh, np.float32), dtype)
+    return (tensors,) + _evaluate(config, tensors, encode_prompt())
+
+
 def build_fixture(name, out_root=MODELS):
     config, opts = FIXTURES[name]
     config = dict(config)
@@ -457,16 +512,7 @@ def build_fixture(name, out_root=MODELS):
     base = zlib.crc32(name.encode())
     for attempt in range(200):
         seed = (base + 7919 * attempt) % (2 ** 31)
-        rng = np.random.RandomState(seed)
-        params = init_params(param_specs(config), rng, opts)
-        if opts.get("bias_channel"):
-            _add_bias_channel(params, opts["bias_channel"])
-        tensors = to_tensors(params, dtype)
-        if opts.get("legacy_D"):
-            nh = config["num_heads"]
-            for i in range(config["num_hidden_layers"]):
-                tensors["model.layers.%d.attn.D" % i] = st.make_tensor(np.ones(nh, np.float32), dtype)
-        logits, greedy, margins = _evaluate(config, tensors, prompt_ids)
+        tensors, logits, greedy, margins = _candidate(config, opts, seed, dtype)
         if _acceptable(logits, greedy, margins) and (not opts.get("deep") or _deep_memory_healthy(config, tensors)):
             break
     else:

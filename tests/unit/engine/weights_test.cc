@@ -199,6 +199,56 @@ TEST_F(ShardedTest, MalformedIndex) {
   EXPECT_TRUE(HasError(WeightStore::Open(dir_.path()).status(), kInvalid, {"model.safetensors.index.json", "JSON"}));
 }
 
+// The fla skeleton's tensors of one layer (prefix p): norms, the SwiGLU MLP, and q/k/v/o_proj with the
+// dims the config resolves.
+void ExpectFlaLayer(const WeightStore& store, const ModelConfig& c, const std::string& p) {
+  const int64_t h = c.hidden_size;
+  for (const char* norm : {"attn_norm.weight", "mlp_norm.weight"}) {
+    auto t = store.Get(p + norm, Shape{h});
+    EXPECT_TRUE(t.ok()) << t.status();
+  }
+  for (const char* proj : {"mlp.gate_proj.weight", "mlp.up_proj.weight"}) {
+    auto t = store.Get(p + proj, Shape{c.intermediate_size, h});
+    EXPECT_TRUE(t.ok()) << t.status();
+  }
+  auto down = store.Get(p + "mlp.down_proj.weight", Shape{h, c.intermediate_size});
+  EXPECT_TRUE(down.ok()) << down.status();
+  // Mixer dims resolved from the config match q_proj and o_proj.
+  // Lattice's shared q/k projection is qk_proj (docs/model-format.md).
+  const bool shared_qk = c.family == ModelFamily::kLattice && c.lattice.shared_qk;
+  auto q = store.Get(p + (shared_qk ? "attn.qk_proj.weight" : "attn.q_proj.weight"), Shape{c.key_dim, h});
+  EXPECT_TRUE(q.ok()) << q.status();
+  auto o = store.Get(p + "attn.o_proj.weight", Shape{h, c.value_dim});
+  EXPECT_TRUE(o.ok()) << o.status();
+  const int64_t kv_groups = c.num_heads / c.num_kv_heads;
+  auto k = store.Get(p + (shared_qk ? "attn.qk_proj.weight" : "attn.k_proj.weight"), Shape{c.key_dim / kv_groups, h});
+  EXPECT_TRUE(k.ok()) << k.status();
+  const int64_t v_rows =
+      c.family == ModelFamily::kLinearAttn || c.family == ModelFamily::kGla ? c.value_dim / kv_groups : c.value_dim;
+  auto v = store.Get(p + "attn.v_proj.weight", Shape{v_rows, h});
+  EXPECT_TRUE(v.ok()) << v.status();
+}
+
+// A hope layer (prefix p): attn_norm, the static projections of self-modifying Titans and one set of
+// tensors per CMS level.
+void ExpectHopeLayer(const WeightStore& store, const ModelConfig& c, const std::string& p) {
+  const int64_t h = c.hidden_size;
+  EXPECT_TRUE(store.Get(p + "attn_norm.weight", Shape{h}).ok());
+  EXPECT_TRUE(store.Get(p + "attn.o_proj.weight", Shape{h, c.value_dim}).ok());
+  EXPECT_TRUE(store.Get(p + "attn.o_norm.weight", Shape{c.head_v_dim}).ok());
+  EXPECT_EQ(store.Has(p + "attn.q_proj.weight"), !c.hope.adaptive_q);
+  const int64_t e = c.hope.memory_expansion * c.head_k_dim;
+  EXPECT_TRUE(store.Get(p + "attn.memory.mem.w2", Shape{c.num_heads, e, c.head_k_dim}).ok());
+  for (size_t j = 0; j < c.hope.cms_levels.size(); ++j) {
+    const CmsLevel& level = c.hope.cms_levels[j];
+    const std::string q = p + "cms." + std::to_string(j) + ".";
+    EXPECT_TRUE(store.Get(q + "norm.weight", Shape{h}).ok());
+    EXPECT_TRUE(store.Get(q + "up_proj.weight", Shape{level.intermediate_size, h}).ok());
+    EXPECT_TRUE(store.Get(q + "down_proj.weight", Shape{h, level.intermediate_size}).ok());
+    EXPECT_EQ(store.Has(q + "gate_proj.weight"), level.swiglu);
+  }
+}
+
 // Every fixture directory under tests/data/models loads: config, weights, tokenizer, golden file,
 // and the shared skeleton's tensors have the shapes the config implies.
 TEST(FixtureModelsTest, EveryFixtureLoads) {
@@ -225,32 +275,11 @@ TEST(FixtureModelsTest, EveryFixtureLoads) {
     }
     for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
       const std::string p = "model.layers." + std::to_string(i) + ".";
-      for (const char* norm : {"attn_norm.weight", "mlp_norm.weight"}) {
-        auto t = (*store)->Get(p + norm, Shape{h});
-        EXPECT_TRUE(t.ok()) << t.status();
+      if (c.family == ModelFamily::kHope) {
+        ExpectHopeLayer(**store, c, p);
+      } else {
+        ExpectFlaLayer(**store, c, p);
       }
-      for (const char* proj : {"mlp.gate_proj.weight", "mlp.up_proj.weight"}) {
-        auto t = (*store)->Get(p + proj, Shape{c.intermediate_size, h});
-        EXPECT_TRUE(t.ok()) << t.status();
-      }
-      auto down = (*store)->Get(p + "mlp.down_proj.weight", Shape{h, c.intermediate_size});
-      EXPECT_TRUE(down.ok()) << down.status();
-      // Mixer dims resolved from the config match q_proj and o_proj.
-      // Lattice's shared q/k projection is qk_proj (docs/model-format.md).
-      const bool shared_qk = c.family == ModelFamily::kLattice && c.lattice.shared_qk;
-      auto q = (*store)->Get(p + (shared_qk ? "attn.qk_proj.weight" : "attn.q_proj.weight"), Shape{c.key_dim, h});
-      EXPECT_TRUE(q.ok()) << q.status();
-      auto o = (*store)->Get(p + "attn.o_proj.weight", Shape{h, c.value_dim});
-      EXPECT_TRUE(o.ok()) << o.status();
-      const int64_t kv_groups = c.num_heads / c.num_kv_heads;
-      auto k = (*store)->Get(p + (shared_qk ? "attn.qk_proj.weight" : "attn.k_proj.weight"),
-                             Shape{c.key_dim / kv_groups, h});
-      EXPECT_TRUE(k.ok()) << k.status();
-      const int64_t v_rows = c.family == ModelFamily::kLinearAttn || c.family == ModelFamily::kGla
-                                 ? c.value_dim / kv_groups
-                                 : c.value_dim;
-      auto v = (*store)->Get(p + "attn.v_proj.weight", Shape{v_rows, h});
-      EXPECT_TRUE(v.ok()) << v.status();
     }
     const std::string golden = dir + "/golden.safetensors";
     if (std::filesystem::exists(golden)) {
