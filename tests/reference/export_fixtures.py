@@ -171,20 +171,21 @@ FIXTURES["lattice_sim_variants"] = (cfg("lattice", head_dim=16, lattice_variant=
 HOPE_BASE = dict(model_type="hope", architectures=["HopeForCausalLM"], vocab_size=VOCAB, hidden_size=32,
                  num_hidden_layers=2, num_heads=2, head_dim=16, norm_eps=1e-6, bos_token_id=1, eos_token_id=2,
                  tie_word_embeddings=False, conv_size=4, memory_expansion=2, chunk_size_other=4, chunk_size_mem=3,
-                 cms_levels=[dict(chunk_size=8, intermediate_size=48, activation="swiglu", lr=0.0),
-                             dict(chunk_size=16, intermediate_size=32, activation="gelu", lr=0.0)])
-FIXTURES["hope"] = (dict(HOPE_BASE), {"hope": True})
+                 cms_levels=[dict(chunk_size=8, intermediate_size=32, activation="swiglu", lr=0.0),
+                             dict(chunk_size=16, intermediate_size=16, activation="gelu", lr=0.0)])
+FIXTURES["hope"] = (dict(HOPE_BASE, tie_word_embeddings=True), {"hope": True})
 # ... every other choice the engine runs: in_proj input, M_q, data momentum, hidden-space DGD on W1, read after
 # the write, linear skip of the scalar memories, softplus eta without clamp, GELU memories, no output gate,
-# tied embeddings, a 2-tap conv ...
+# untied embeddings, a 2-tap conv ...
 FIXTURES["hope_variants"] = (dict(HOPE_BASE, hidden_size=24, memory_input="proj", adaptive_q=True, momentum="data",
                                   w1_rule="dgd_hidden", read_index="after_write", scalar_memory_skip="linear",
                                   eta_activation="softplus", eta_scale=0.7, eta_clamp=False,
-                                  memory_activation="gelu", output_gate="rmsnorm", tie_word_embeddings=True,
+                                  memory_activation="gelu", output_gate="rmsnorm",
                                   conv_size=2, chunk_size_other=5, chunk_size_mem=2), {"hope": True})
 # ... and the anchor read-out (mode A) with constant momentum, no conv (1 tap) and E = d.
 FIXTURES["hope_anchor_momentum"] = (dict(HOPE_BASE, readout_mode="A", momentum="constant", momentum_beta=0.5,
-                                         conv_size=1, memory_expansion=1, chunk_size_other=3, chunk_size_mem=7),
+                                         conv_size=1, memory_expansion=1, chunk_size_other=3, chunk_size_mem=7,
+                                         tie_word_embeddings=True),
                                     {"hope": True})
 
 
