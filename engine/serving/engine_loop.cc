@@ -1,6 +1,8 @@
 // Engine: the loop thread — reaping cancelled and stalled requests, running each step's batch,
 // sampling and sending tokens, finishing requests.
 #include <algorithm>
+#include <cmath>
+#include <span>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -16,6 +18,14 @@ constexpr absl::Duration kIdleWait = absl::Milliseconds(200);
 constexpr absl::Duration kBeginRetry = absl::Milliseconds(2);
 
 bool IsDone(const std::unique_ptr<Request>& r) { return r->phase == RequestPhase::kDone; }
+
+// True when no logit is NaN or ±infinity.
+bool AllFinite(std::span<const float> logits) {
+  for (float x : logits) {
+    if (!std::isfinite(x)) return false;
+  }
+  return true;
+}
 
 }  // namespace
 
@@ -105,6 +115,15 @@ void Engine::RunStep(const StepPlan& plan) {
     Request* r = plan.requests[i];
     r->last_scheduled = step_;
     const std::span<const float> row(out->logits.data() + i * vocab, vocab);
+    if (!AllFinite(row)) {
+      // This sequence's state overflowed (e.g. a fast weight became NaN): its own state is lost,
+      // the others in the batch are independent of it and go on.
+      Finish(r, FinalEvent(FinishReason::kError,
+                           absl::InternalError(absl::StrCat("the model's state for this request became non-finite "
+                                                            "(NaN or infinity) at position ",
+                                                            runner_->position(r->slot), "; the request was ended"))));
+      continue;
+    }
     if (r->phase == RequestPhase::kPrefill) {
       counters_.prompt_tokens_processed += static_cast<int64_t>(plan.chunks[i].tokens.size());
       if (plan.chunks[i].all_logits && i < out->prompt_logprobs.size()) {

@@ -2,16 +2,25 @@
 // requests of mixed lengths give exactly the greedy tokens each gives alone; a 64-request mixed
 // workload (SSC with its pages on the host tier, prefix reuse, cancellations) runs to completion and
 // leaves no slot or page referenced.
-#include <ostream>
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
 #include <map>
+#include <ostream>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "engine/model/safetensors.h"
 #include "engine/serving/engine.h"
 #include "engine/serving/recurrent_runner.h"
 #include "fixture_util.h"
 #include "gtest/gtest.h"
+#include "tests/unit/engine/model_test_util.h"
 
 namespace mcserve::engine {
 namespace {
@@ -77,9 +86,11 @@ Served Serve(const std::string& fixture, const std::map<std::string, std::string
 }
 
 // A fixture and the aggregation the concurrency test serves it with: a matrix memory, and both MLP
-// memories (soup reads the online weights row by row; dla's inner chunks of 4 cross requests' steps).
+// memories (soup reads the online weights row by row; dla's inner chunks of 4 cross requests' steps);
+// "none" for hope, which has no Memory Caching (its anchors of 4 and 3 tokens cross requests' steps).
 struct ServedCase {
   std::string fixture, aggregation;
+  bool caches() const { return aggregation != "none"; }
 };
 
 // A failing case names its servedcase (not its bytes).
@@ -89,7 +100,8 @@ class EngineEndToEndTest : public ::testing::TestWithParam<ServedCase> {};
 
 TEST_P(EngineEndToEndTest, ConcurrentRequestsGiveExactlyTheTokensEachGivesAlone) {
   const std::string& fixture = GetParam().fixture;
-  const std::map<std::string, std::string> mc = {{"aggregation", GetParam().aggregation}, {"segment_size", "4"}};
+  std::map<std::string, std::string> mc = {{"aggregation", GetParam().aggregation}};
+  if (GetParam().caches()) mc["segment_size"] = "4";
   constexpr int kRequests = 16;
   std::vector<Outcome> alone(kRequests);
   {
@@ -123,7 +135,9 @@ TEST_P(EngineEndToEndTest, ConcurrentRequestsGiveExactlyTheTokensEachGivesAlone)
 }
 
 TEST_P(EngineEndToEndTest, SixtyFourMixedRequestsFinishWithNothingLeaked) {
-  const std::map<std::string, std::string> mc = {{"aggregation", "ssc"}, {"segment_size", "4"}, {"top_k", "2"}};
+  const std::map<std::string, std::string> mc =
+      GetParam().caches() ? std::map<std::string, std::string>{{"aggregation", "ssc"}, {"segment_size", "4"}, {"top_k", "2"}}
+                          : std::map<std::string, std::string>{{"aggregation", "none"}};
   Served s = Serve(GetParam().fixture, mc, 8, {.device_bytes = 0, .hot_pages = 4}, 64);
   const int vocab = static_cast<int>(s.model->config().vocab_size);
   std::vector<std::shared_ptr<RequestHandle>> handles;
@@ -152,15 +166,88 @@ TEST_P(EngineEndToEndTest, SixtyFourMixedRequestsFinishWithNothingLeaked) {
   EXPECT_EQ(stats.running, 0);
   EXPECT_EQ(stats.waiting, 0);
   EXPECT_EQ(stats.runner.referenced_pages, 0);
-  EXPECT_GT(stats.runner.stagings, 0);
+  if (GetParam().caches()) EXPECT_GT(stats.runner.stagings, 0);
   EXPECT_GT(stats.runner.host_pages, 0);  // the prefix cache keeps some
   s.engine->Shutdown();  // the engine loop thread is gone: the runner can be inspected
   EXPECT_TRUE(s.runner->SanityCheck().ok()) << s.runner->SanityCheck();
 }
 
+// A copy of fixture `name` in `dir` whose embedding row `token` is NaN: any request that reads the token
+// fills its own fast weights with NaN from there on.
+void WritePoisonedCopy(const std::string& name, const std::string& dir, int token) {
+  for (const auto& f : std::filesystem::directory_iterator(FixtureDir(name))) {
+    std::filesystem::copy_file(f.path(), dir + "/" + f.path().filename().string());
+  }
+  const std::string path = dir + "/model.safetensors";
+  std::ifstream in(path, std::ios::binary);
+  std::string image((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  in.close();
+  auto layout = ParseSafetensorsImage(image, path);
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  for (const SafetensorsEntry& e : layout->entries) {
+    if (e.name != "model.embeddings.weight") continue;
+    const int64_t hidden = e.shape[1];
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    for (int64_t j = 0; j < hidden; ++j) {
+      std::memcpy(image.data() + layout->data_offset + e.begin + (token * hidden + j) * sizeof(float), &nan,
+                  sizeof(float));
+    }
+  }
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << image;
+}
+
+// A request whose state turns NaN ends with an error; a request running beside it in the same
+// batches is untouched and the engine serves on.
+TEST(EngineNumericalErrorTest, ANonFiniteStateEndsOnlyItsRequest) {
+  const RequestSpec clean = Spec(1, 320, 12);
+  std::vector<int32_t> expected;
+  {
+    Served s = Serve("hope", {{"aggregation", "none"}}, 2, {}, 64);
+    auto handle = s.engine->Submit(clean);
+    ASSERT_TRUE(handle.ok());
+    expected = Drain(**handle).tokens;
+  }
+  // A token the clean request never reads, placed at position 5 of the other prompt.
+  int poison = 3;
+  while (std::find(clean.prompt.begin(), clean.prompt.end(), poison) != clean.prompt.end() ||
+         std::find(expected.begin(), expected.end(), poison) != expected.end()) {
+    ++poison;
+  }
+  RequestSpec poisoned = Spec(3, 320, 12);
+  poisoned.prompt[5] = poison;
+  testing::TempDir dir;
+  WritePoisonedCopy("hope", dir.path(), poison);
+  auto model = Model::Load(dir.path(), {.num_threads = 1});
+  ASSERT_TRUE(model.ok()) << model.status();
+  auto runner = RecurrentRunner::Create(model->get(), {.num_slots = 2});
+  ASSERT_TRUE(runner.ok());
+  auto engine = Engine::Create(std::move(*runner), &(*model)->tokenizer(), {.max_batch_tokens = 4});
+  ASSERT_TRUE(engine.ok());
+  auto bad = (*engine)->Submit(poisoned);
+  auto good = (*engine)->Submit(clean);
+  ASSERT_TRUE(bad.ok() && good.ok());
+  OutputEvent last;
+  while (true) {
+    auto event = (*bad)->Next(absl::Seconds(120));
+    ASSERT_TRUE(event.ok());
+    if (event->is_final()) {
+      last = *event;
+      break;
+    }
+  }
+  EXPECT_EQ(last.finish, FinishReason::kError);
+  EXPECT_NE(last.error.message().find("non-finite"), std::string::npos) << last.error;
+  EXPECT_EQ(Drain(**good).tokens, expected);
+  auto again = (*engine)->Submit(clean);  // the server goes on
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(Drain(**again).tokens, expected);
+  EXPECT_EQ((*engine)->Stats().slots_used, 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(Models, EngineEndToEndTest,
                          ::testing::Values(ServedCase{"gated_deltanet", "grm"}, ServedCase{"titans_mlp", "soup"},
-                                           ServedCase{"dla", "grm"}, ServedCase{"lattice", "grm"}),
+                                           ServedCase{"dla", "grm"}, ServedCase{"lattice", "grm"},
+                                           ServedCase{"hope", "none"}),
                          [](const auto& info) { return info.param.fixture; });
 
 }  // namespace
