@@ -134,18 +134,23 @@ def test_deep_memory_model_serves_with_ssc_staging(pb):
         assert s.stop() == 0
 
 
-@pytest.mark.parametrize("mc", [[], ["--mc-aggregation", "grm", "--mc-segment-size", "4"]], ids=["base", "grm"])
-def test_lattice_model_streams_what_mcserve_run_writes(pb, mc):
-    """The lattice family over gRPC, with and without Memory Caching on its slot matrix: the greedy
-    stream equals mcserve-run's text."""
-    lattice = os.path.join(ROOT, "tests", "data", "models", "lattice")
-    s = Server("--grpc-port", "0", *mc, model=lattice)
+GRM = ["--mc-aggregation", "grm", "--mc-segment-size", "4"]
+
+
+@pytest.mark.parametrize("fixture,family,mc", [("lattice", "lattice", []), ("lattice", "lattice", GRM),
+                                               ("hope", "hope", []), ("hope_variants", "hope", [])],
+                         ids=["lattice", "lattice-grm", "hope", "hope-variants"])
+def test_family_streams_what_mcserve_run_writes(pb, fixture, family, mc):
+    """The lattice (with and without Memory Caching on its slot matrix) and hope families over gRPC:
+    the greedy stream equals mcserve-run's text."""
+    model = os.path.join(ROOT, "tests", "data", "models", fixture)
+    s = Server("--grpc-port", "0", *mc, model=model)
     try:
         stub = pb[1].GenerationStub(s.channel)
-        assert stub.GetModelInfo(pb[0].GetModelInfoRequest(), timeout=5).family == "lattice"
+        assert stub.GetModelInfo(pb[0].GetModelInfoRequest(), timeout=5).family == family
         responses = generate(pb, stub, max_tokens=16)
         assert responses[-1].complete.generated_tokens > 0
-        run = subprocess.run([RUN, "--model", lattice, "--prompt", PROMPT, "--temperature", "0", "--max-tokens", "16",
+        run = subprocess.run([RUN, "--model", model, "--prompt", PROMPT, "--temperature", "0", "--max-tokens", "16",
                               *mc], capture_output=True, timeout=60)
         assert run.returncode == 0, run.stderr
         assert "".join(r.text for r in responses) == run.stdout.decode("utf-8")[:-1]

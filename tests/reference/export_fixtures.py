@@ -594,6 +594,8 @@ def export_bench_model(d, dtype="f32", seed=20240601, model_type="gated_deltanet
     """~10M-parameter gated_deltanet (hidden 256, 9 layers, 4 heads x 64, expand_v 1, vocab 4096); or
     another head-dim family of that shape (`model_type`, e.g. titans with `memory_depth=2`)."""
     dtype = {"f32": "F32", "F32": "F32", "bf16": "BF16", "BF16": "BF16"}[dtype]
+    if model_type == "hope":
+        return _export_bench_hope(d, dtype, seed, **extra)
     shape = dict(drop=("intermediate_size",), vocab_size=4096, hidden_size=256, num_hidden_layers=9, num_heads=4,
                  head_dim=64, expand_v=1.0, use_gate=True, use_short_conv=True, conv_size=4,
                  torch_dtype="bfloat16" if dtype == "BF16" else "float32")
@@ -615,6 +617,23 @@ def export_bench_model(d, dtype="f32", seed=20240601, model_type="gated_deltanet
     shutil.copyfile(TOKENIZER, os.path.join(d, "tokenizer.model"))
     n = sum(int(np.prod(a.shape)) for a in params.values())
     return d, n
+
+
+def _export_bench_hope(d, dtype, seed, **extra):
+    """export_bench_model's shape for `hope`: the paper's chunk sizes (16), E = 2d, and one SwiGLU CMS level
+    as wide as the gated DeltaNet's MLP (768), so that the two differ in the mixer only."""
+    config = dict(HOPE_BASE, vocab_size=4096, hidden_size=256, num_hidden_layers=9, num_heads=4, head_dim=64,
+                  chunk_size_other=16, chunk_size_mem=16,
+                  cms_levels=[dict(chunk_size=2048, intermediate_size=768, activation="swiglu", lr=0.0)],
+                  torch_dtype="bfloat16" if dtype == "BF16" else "float32", **extra)
+    weights = hope_random_weights(config, seed=seed, dtype=torch.float32)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(config, f, indent=2, sort_keys=True)
+        f.write("\n")
+    st.save_file({n: st.make_tensor(t.numpy(), dtype) for n, t in weights.items()}, os.path.join(d, "model.safetensors"))
+    shutil.copyfile(TOKENIZER, os.path.join(d, "tokenizer.model"))
+    return d, sum(int(t.numel()) for t in weights.values())
 
 
 def export_tiny_model(d, seed=20261122):
