@@ -41,6 +41,8 @@ BOOLS = dict(tie_word_embeddings=True, scale_attn_weights=True, scale_attn_by_in
 POS_INTS = ("vocab_size", "n_positions", "n_embd", "n_layer", "n_head", "n_inner", "num_mem_tokens",
             "d_mem", "segment_size")
 # HF GPT-2 config keys that do not change inference
+# derived sizes a resolved config carries (accepted as input only with the derived value)
+DERIVED = ("head_dim", "feat_dim")
 IGNORED = {"model_type", "architectures", "torch_dtype", "transformers_version", "_name_or_path", "n_ctx",
            "resid_pdrop", "embd_pdrop", "attn_pdrop", "initializer_range", "use_cache", "bos_token_id",
            "eos_token_id", "summary_type", "summary_use_proj", "summary_activation", "summary_proj_to_labels",
@@ -62,11 +64,12 @@ def resolve_armt_config(cfg):
     """A new, checked dict (defaults for absent/null keys) with derived sizes head_dim, inner, feat_dim."""
     if cfg.get("model_type") != "armt":
         _err("model_type", "must be 'armt'", cfg.get("model_type"))
-    unknown = sorted(set(cfg) - set(ARMT_DEFAULTS) - IGNORED)
+    unknown = sorted(set(cfg) - set(ARMT_DEFAULTS) - IGNORED - set(DERIVED))
     if unknown:
         _err(unknown[0], "is not an armt config field", cfg[unknown[0]])
     r = dict(ARMT_DEFAULTS)
-    r.update({k: v for k, v in cfg.items() if v is not None and k not in IGNORED})
+    r.update({k: v for k, v in cfg.items() if v is not None and k not in IGNORED and k not in DERIVED})
+    r["model_type"] = "armt"
     if r["n_inner"] is None and _is_int(r["n_embd"]):
         r["n_inner"] = 4 * r["n_embd"]
     for k in POS_INTS:
@@ -95,4 +98,7 @@ def resolve_armt_config(cfg):
              % r["n_positions"], r["segment_size"])
     r["head_dim"] = r["n_embd"] // r["n_head"]
     r["feat_dim"] = 2 * NU * r["d_mem"]
+    for k in DERIVED:       # resolving a resolved config is the identity
+        if cfg.get(k) is not None and cfg[k] != r[k]:
+            _err(k, "is derived (%r here)" % r[k], cfg[k])
     return r

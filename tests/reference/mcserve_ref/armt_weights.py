@@ -45,7 +45,7 @@ _IGNORED = re.compile(r"^memory_cell\.(model\.transformer\.h|layers)\.\d+\.layer
 
 def tensor_shapes(cfg, wrap_pos=False):
     """{canonical name: shape} in state_dict order, for a resolved (or raw) config."""
-    c = resolve_armt_config(cfg) if "feat_dim" not in cfg else cfg
+    c = resolve_armt_config(cfg)
     D, I, P, M, V = c["n_embd"], c["n_inner"], c["d_mem"], c["num_mem_tokens"], c["vocab_size"]
     s = {"memory_cell.memory": (M, D), PRE + "wte.weight": (V, D),
          PRE + "wpe.weight": (c["n_positions"] + (M if wrap_pos else 0), D)}

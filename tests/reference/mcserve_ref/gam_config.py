@@ -23,6 +23,8 @@ GAM_DEFAULTS = dict(
 CHOICES = dict(fusion=("gated",), position_overflow=("error", "clamp"))
 BOOLS = dict(tie_word_embeddings=True)
 POS_INTS = ("vocab_size", "block_size", "n_embed", "n_layer", "num_memory_slots", "conv_kernel_size")
+# derived sizes a resolved config carries (accepted as input only with the derived value)
+DERIVED = ("receptive_tokens",)
 IGNORED = {"model_type", "architectures", "torch_dtype", "transformers_version"}
 
 
@@ -38,11 +40,12 @@ def resolve_gam_config(cfg):
     """A new, checked dict (defaults for absent/null keys) with receptive_tokens = n_layer (k - 1)."""
     if cfg.get("model_type") != "gam":
         _err("model_type", "must be 'gam'", cfg.get("model_type"))
-    unknown = sorted(set(cfg) - set(GAM_DEFAULTS) - IGNORED)
+    unknown = sorted(set(cfg) - set(GAM_DEFAULTS) - IGNORED - set(DERIVED))
     if unknown:
         _err(unknown[0], "is not a gam config field", cfg[unknown[0]])
     r = dict(GAM_DEFAULTS)
-    r.update({k: v for k, v in cfg.items() if v is not None and k not in IGNORED})
+    r.update({k: v for k, v in cfg.items() if v is not None and k not in IGNORED and k not in DERIVED})
+    r["model_type"] = "gam"
     for k in POS_INTS:
         if not _is_int(r[k]) or r[k] < 1:
             _err(k, "must be an integer >= 1", r[k])
@@ -70,4 +73,7 @@ def resolve_gam_config(cfg):
         _err("overflow_position", "must be an integer in [n_layer*(conv_kernel_size-1), block_size-1] = [%d, %d]"
              % (r["receptive_tokens"], r["block_size"] - 1), p)
     r["overflow_position"] = p
+    for k in DERIVED:       # resolving a resolved config is the identity
+        if cfg.get(k) is not None and cfg[k] != r[k]:
+            _err(k, "is derived (%r here)" % r[k], cfg[k])
     return r

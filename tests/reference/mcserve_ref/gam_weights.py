@@ -32,7 +32,7 @@ EMB = "token_embedding.weight"
 
 def tensor_shapes(cfg):
     """{canonical name: shape} in state_dict order, for a resolved (or raw) config."""
-    c = resolve_gam_config(cfg) if "receptive_tokens" not in cfg else cfg
+    c = resolve_gam_config(cfg)
     D, Ms, k = c["n_embed"], c["num_memory_slots"], c["conv_kernel_size"]
     s = {EMB: (c["vocab_size"], D), "pos_embedding.weight": (c["block_size"], D)}
     for i in range(c["n_layer"]):
