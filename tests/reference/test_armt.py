@@ -173,6 +173,66 @@ def test_content_never_sees_memory_tokens():
     assert (a[S:] - b[S:]).abs().max() > 1e-3
 
 
+def _gpt2_segment(W, cfg, h, reads=None):
+    """HF GPT-2 blocks on rows h [n, D] written out densely (one [n, n] lower-triangular mask, torch's
+    tanh GELU), Conv1D weights [in, out]; reads[l](h) is added before block l."""
+    Dm, H = cfg["n_embd"], cfg["n_head"]
+    F_ = torch.nn.functional
+    for l in range(cfg["n_layer"]):
+        p = lambda k: W[PRE + "h.%d.layer.%s" % (l, k)]                          # noqa: E731
+        if reads is not None:
+            h = h + reads[l](h)
+        a = F_.layer_norm(h, (Dm,), p("ln_1.weight"), p("ln_1.bias"), 1e-5)
+        q, k, v = F_.linear(a, p("attn.c_attn.weight").T, p("attn.c_attn.bias")).split(Dm, -1)
+        q, k, v = (t.reshape(-1, H, Dm // H).transpose(0, 1) for t in (q, k, v))
+        n = h.shape[0]
+        sc = (q @ k.transpose(1, 2)) * (Dm // H) ** -0.5
+        sc = sc.masked_fill(~torch.tril(torch.ones(n, n, dtype=torch.bool)), float("-inf"))
+        o = (torch.softmax(sc, -1) @ v).transpose(0, 1).reshape(-1, Dm)
+        h = h + F_.linear(o, p("attn.c_proj.weight").T, p("attn.c_proj.bias"))
+        a = F_.layer_norm(h, (Dm,), p("ln_2.weight"), p("ln_2.bias"), 1e-5)
+        a = F_.gelu(F_.linear(a, p("mlp.c_fc.weight").T, p("mlp.c_fc.bias")), approximate="tanh")
+        h = h + F_.linear(a, p("mlp.c_proj.weight").T, p("mlp.c_proj.bias"))
+    return h
+
+
+def test_two_segments_written_out():
+    """Segment 1 = plain GPT-2 on [X_1; memory]; its memory rows written per layer; segment 2 reads
+    phi(W_Q h) A / (phi(W_Q h) . z + eps) before every block (A.3.3 restated densely in the test)."""
+    cfg = resolve_armt_config(dict(BASE))
+    W = random_weights(cfg, seed=3, dtype=D)
+    wte, wpe, mem_e = W[PRE + "wte.weight"], W[PRE + "wpe.weight"], W["memory_cell.memory"]
+    F_ = torch.nn.functional
+    head = lambda h: F_.layer_norm(h, (16,), W[PRE + "ln_f.weight"], W[PRE + "ln_f.bias"], 1e-5) @ wte.T  # noqa
+    x1, x2 = torch.tensor(IDS[:S]), torch.tensor(IDS[S:S + 3])
+    # segment 1, layer by layer, to collect each layer's memory-row outputs
+    h = torch.cat([wte[x1], mem_e]) + wpe[:S + M]
+    outs = []
+    for l in range(cfg["n_layer"]):
+        c1 = dict(cfg, n_layer=1)
+        Wl = {PRE + "h.0.layer." + k.split(".layer.", 1)[1]: v for k, v in W.items()
+              if k.startswith(PRE + "h.%d.layer." % l)}
+        h = _gpt2_segment(Wl, c1, h)
+        outs.append(h[S:])
+    logits1 = head(h[:S])
+    reads = []
+    for l in range(cfg["n_layer"]):
+        g = lambda k: W[PRE + "h.%d.%s" % (l, k)]                                  # noqa: E731
+        r = torch.cat([torch.relu(outs[l] @ g("W_mk.weight").T), torch.relu(-outs[l] @ g("W_mk.weight").T)], -1)
+        fk = torch.cat([r * torch.roll(r, j, -1) for j in (1, 2, 3)], -1)
+        beta = torch.sigmoid(outs[l] @ g("W_mb.weight")[0] + g("W_mb.bias")[0])
+        A = sum(beta[i] * torch.outer(fk[i], outs[l][i] @ g("W_mv.weight").T) for i in range(M))
+        z = fk.sum(0)
+
+        def read(hh, A=A, z=z, Wq=g("W_mq.weight")):
+            rq = torch.cat([torch.relu(hh @ Wq.T), torch.relu(-hh @ Wq.T)], -1)
+            fq = torch.cat([rq * torch.roll(rq, j, -1) for j in (1, 2, 3)], -1)
+            return (fq @ A) / (fq @ z + 1e-5)[:, None]
+        reads.append(read)
+    logits2 = head(_gpt2_segment(W, cfg, wte[x2] + wpe[:3], reads))
+    close(model().forward(IDS[:S + 3]), torch.cat([logits1, logits2]), 1e-12)
+
+
 # ------------------------------------------------------------------ DPFP-3
 
 def test_dpfp3_is_the_code_feature_map():
