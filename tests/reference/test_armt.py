@@ -384,7 +384,8 @@ BAD = [
     (dict(model_type="gpt2"), "model_type"), (dict(num_mem_tokens=None), "num_mem_tokens"),
     (dict(d_mem=0), "d_mem"), (dict(segment_size=2.5), "segment_size"), (dict(segment_size=14), "segment_size"),
     (dict(n_head=3), "n_head"), (dict(segment_alignment="right"), "segment_alignment"),
-    (dict(activation_function="relu"), "activation_function"), (dict(memory_insertion="sequential"), "memory_insertion"),
+    (dict(activation_function="relu"), "activation_function"),
+    (dict(memory_insertion="sequential"), "memory_insertion"),
     (dict(generate_policy="eager"), "generate_policy"), (dict(tie_word_embeddings=False), "tie_word_embeddings"),
     (dict(use_denom=False), "use_denom"), (dict(gating=True), "gating"), (dict(use_sink=True), "use_sink"),
     (dict(sliding_window=True), "sliding_window"), (dict(correction="yes"), "correction"),
@@ -444,8 +445,9 @@ def test_checkpoint_tensors_checked():
         ArmtLM(cfg, dict(W, extra=torch.zeros(1)))
     with pytest.raises(ValueError, match="missing tensor .*h.1.W_mb.bias"):
         ArmtLM(cfg, {k: v for k, v in W.items() if k != PRE + "h.1.W_mb.bias"})
+    name = PRE + "h.0.layer.attn.c_attn.weight"
     with pytest.raises(ValueError, match="c_attn.weight has shape"):   # HF Conv1D is [in, out]
-        ArmtLM(cfg, dict(W, **{PRE + "h.0.layer.attn.c_attn.weight": W[PRE + "h.0.layer.attn.c_attn.weight"].T}))
+        ArmtLM(cfg, dict(W, **{name: W[name].T}))
     with pytest.raises(ValueError, match="wpe.weight has shape"):
         ArmtLM(dict(cfg, wrap_pos=True), W)
     # the official state_dict's aliases and mask buffers are accepted (equal copies) ...

@@ -219,7 +219,8 @@ def test_clamp_extension():
     close(run_chunks(m, ids, 3)[0], full)
     close(full[:20], model(block_size=20).forward(ids[:20]), 0.0)
     assert m.positions(18, 4).tolist() == [18, 19, 19, 19]
-    assert model(block_size=20, position_overflow="clamp", overflow_position=6).positions(19, 3).tolist() == [19, 6, 6]
+    m6 = model(block_size=20, position_overflow="clamp", overflow_position=6)
+    assert m6.positions(19, 3).tolist() == [19, 6, 6]
 
 
 # ------------------------------------------------------------------ config

@@ -17,7 +17,7 @@ GAM_DEFAULTS = dict(
     tie_word_embeddings=True,             # head.weight is token_embedding.weight
     fusion="gated",                       # B.3: sigmoid-gated local + global; the ablations are not public code
     position_overflow="error",            # B.9.1: error | clamp (untrained streaming extension)
-    overflow_position=None,               # B.9.1: position used for t >= block_size under clamp; null -> block_size - 1
+    overflow_position=None,               # B.9.1: position of every t >= block_size under clamp (null: block_size-1)
 )
 
 CHOICES = dict(fusion=("gated",), position_overflow=("error", "clamp"))
