@@ -623,6 +623,12 @@ class CausalLM:
         if cfg.get("model_type") == "hope":      # HOPE has its own model class (hope.py)
             from .hope import HopeLM
             return HopeLM(cfg, load_model_dir(d), dtype=dtype, strict=strict)
+        if cfg.get("model_type") == "armt":      # reference only (armt.py)
+            from .armt import ArmtLM
+            return ArmtLM(cfg, load_model_dir(d), dtype=dtype, strict=strict)
+        if cfg.get("model_type") == "gam":       # reference only (gam.py)
+            from .gam import GamLM
+            return GamLM(cfg, load_model_dir(d), dtype=dtype, strict=strict)
         return cls(cfg, load_model_dir(d), dtype=dtype, strict=strict)
 
     # ---------------------------------------------------------------- API
