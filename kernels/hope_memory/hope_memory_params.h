@@ -1,0 +1,56 @@
+// HopeMemory: the raw pointers and sizes of one call from its validated args (shared by the CPU and
+// CUDA entry points). Any thread.
+#pragma once
+
+#include "kernels/core/tensor_data.h"
+#include "kernels/hope_memory/hope_memory.h"
+#include "kernels/hope_memory/hope_memory_scan.h"
+
+namespace mcserve::kernels::hope_memory_math {
+
+// Data pointer of an optional tensor (null when absent).
+template <class T>
+T* OptData(const Tensor* t) {
+  return t != nullptr ? Data<T>(*t) : nullptr;
+}
+template <class T>
+T* OptData(Tensor* t) {
+  return t != nullptr ? Data<T>(*t) : nullptr;
+}
+
+// args (validated by HopeMemory) → the scan's parameters.
+inline HopeScanParams MakeScanParams(const HopeMemoryArgs& a) {
+  HopeScanParams p{};
+  p.opt = a.options;
+  p.d = a.options.head_dim;
+  p.e = a.options.expansion * a.options.head_dim;
+  p.conv = a.options.conv_size;
+  p.t = a.x->dim(0);
+  p.heads = a.x->dim(1);
+  p.num_slots = a.memory->dim(0);
+  p.pm = a.memory->dim(2);
+  p.pf = a.fast->dim(2);
+  p.x = Data<float>(*a.x);
+  p.q_pre = OptData<const float>(a.q_pre);
+  p.beta = OptData<const float>(a.beta);
+  p.skip = OptData<const float>(a.skip);
+  p.q_conv = Data<float>(*a.q_conv);
+  p.k_conv = Data<float>(*a.k_conv);
+  p.v_conv = Data<float>(*a.v_conv);
+  p.cu = Data<int32_t>(*a.layout.cu_seqlens);
+  p.slots = Data<int32_t>(*a.layout.slot_ids);
+  p.phase = Data<int32_t>(*a.phase);
+  p.memory = Data<float>(*a.memory);
+  p.mem_anchor = Data<float>(*a.mem_anchor);
+  p.momentum = OptData<float>(a.momentum);
+  p.fast = Data<float>(*a.fast);
+  p.fast_anchor = Data<float>(*a.fast_anchor);
+  p.fast_momentum = OptData<float>(a.fast_momentum);
+  p.conv_q = OptData<float>(a.conv_q);
+  p.conv_k = OptData<float>(a.conv_k);
+  p.conv_v = OptData<float>(a.conv_v);
+  p.out = Data<float>(*a.out);
+  return p;
+}
+
+}  // namespace mcserve::kernels::hope_memory_math
