@@ -107,6 +107,7 @@ const Variant kVariants[] = {
        c.opt.expansion = 3;
        c.opt.head_dim = 9;  // Dot's 8-wide blocks plus a tail
      }},
+    {"HeadDim1", [](Case& c) { c.opt.head_dim = 1; }},  // o = d = 1: R = x for eta and alpha too
     {"Chunks1And1", [](Case& c) {
        c.opt.chunk_size_other = 1;
        c.opt.chunk_size_mem = 1;
