@@ -56,14 +56,17 @@ int64_t HopeFastParams(const HopeMemoryOptions& o);
 // cu_seqlens[i] + j has 1-based position t = phase[i] + j + 1 (phase[i] = tokens the sequence had
 // before this call, reduced modulo any common multiple of C_o and C_mem). Per token:
 //   1. if (t−1) mod C_o = 0: fast_anchor ← fast;  if (t−1) mod C_mem = 0: mem_anchor ← memory
-//   2. k~, v~ = M_k, M_v(x; anchors), η~, α~ = M_eta, M_alpha(x; anchors) (scalars; R = ⟨skip, x⟩ or 0),
+//   2. k~, v~ = M_k, M_v(x; anchors), η~, α~ = M_eta, M_alpha(x; anchors) (scalars; R = ⟨skip, x⟩ or 0;
+//      with d = 1 the reference takes R = x for them too, since o = d, and so does this kernel),
 //      q~ = q_pre (or M_q(x; anchor) with adaptive_q)
 //   3. per channel c (head h owns channels h·d … h·d+d−1): conv(z)_t = Σ_{j<K} w[c, 0, K−1−j]·z_{t−j}
 //      over the window (conv_* holds the previous K−1 pre-conv inputs, oldest first; updated);
 //      q = L2(SiLU(conv q~)), k = L2(SiLU(conv k~)), v = SiLU(conv v~), L2(x) = x/√(Σx² + 1e-6)
 //   4. α = sigmoid(α~); η = scale·sigmoid(η~) or scale·softplus(η~) (torch softplus, threshold 20);
-//      η ← min(η, 1 + α) with eta_clamp; β = momentum_beta, or beta[row, h] (kData)
-//   5. y = M_mem(q; memory) (before the write), or M_mem(q; mem_anchor) with read_anchor
+//      η ← min(η, 1 + α) with eta_clamp; β = momentum_beta, or beta[row, h] (kData: the gate itself,
+//      sigmoid(beta_proj u), not its logit)
+//   5. y = M_mem(q; memory) (before the write), or M_mem(q; mem_anchor) with read_anchor (read_anchor
+//      wins over read_after_write, as readout_mode A does in the reference)
 //   6. every memory □ with anchor A and running W: v̂ = M_□(v; A); z = A2 k, a = σ(z),
 //      e = R(k) + A1 a − v̂, G1 = s·e aᵀ, G2 = s·((A1ᵀ e) ⊙ σ'(z)) kᵀ;
 //      W2 ← α W2 − η (W2 k) kᵀ;  W1 ← α W1 (kRetention) or α W1 − η (W1 â) âᵀ, â = a/√(Σa² + 1e-12);
@@ -71,7 +74,9 @@ int64_t HopeFastParams(const HopeMemoryOptions& o);
 //   7. with read_after_write: y = M_mem(q; memory) after the writes
 //   out[row, h] = y.
 // Slots at position 0 must hold the learned initial weights in memory and fast, zero momentum and zero
-// conv windows (the engine restarts them); anchors are refreshed at t = 1.
+// conv windows (the engine restarts them); anchors are refreshed at t = 1. The CUDA kernel keeps the
+// per-token vectors of a head in shared memory: (6·d + 5·E + 8) floats ≤ 48 KiB, else Unimplemented.
+// A slot or phase out of range in device-resident tensors gives NaN outputs and no state writes.
 struct HopeMemoryArgs {
   HopeMemoryOptions options;
   const Tensor* x = nullptr;            // [T, H, d] F32 memory input (head slices of u, or in_proj u)
@@ -81,7 +86,7 @@ struct HopeMemoryArgs {
   const Tensor* q_conv = nullptr;       // [H·d, 1, K] F32
   const Tensor* k_conv = nullptr;       // [H·d, 1, K] F32
   const Tensor* v_conv = nullptr;       // [H·d, 1, K] F32
-  const Tensor* phase = nullptr;        // [B] I32 ≥ 0
+  const Tensor* phase = nullptr;        // [B] I32 ≥ 0: 0-based position of each sequence's first row
   BatchLayout layout;                   // sequence i: rows [cu[i], cu[i+1]), state slot slot_ids[i]
   Tensor* memory = nullptr;             // [num_slots, H, Pm] F32 M_mem running weights, in/out
   Tensor* mem_anchor = nullptr;         // [num_slots, H, Pm] F32, in/out

@@ -3,7 +3,8 @@
 // row-major [o, E]. Every function computes one element (a hidden unit r < E, an output j < o, a
 // channel c < d or a weight) so that a CUDA block can spread a phase over its threads while the CPU
 // loops; each element is computed by one call with the same arithmetic on both backends, and every
-// sum runs in a fixed order (Dot: 8 partial sums; column sums: index order).
+// sum runs in a fixed order (Dot: 8 partial sums; column sums: index order). Pure functions of their
+// arguments (those taking a HopeMlp write only the element they are given); any thread.
 #pragma once
 
 #include <cmath>

@@ -3,6 +3,8 @@
 // __syncthreads). Every phase is a team-strided loop over independent elements computed by the
 // functions of hope_memory_math.h, and the phases are separated by Sync, so both backends do the same
 // arithmetic per element. The scratch is HopeScratchFloats(d, E) floats (CUDA: shared memory).
+// Any thread (CPU) or block (CUDA); tasks of one call touch disjoint (slot, head) state, so they run
+// concurrently as long as no two sequences of a call share a slot (ValidateBatchLayout's rule).
 #pragma once
 
 #include <cstdint>

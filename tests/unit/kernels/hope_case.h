@@ -136,6 +136,7 @@ struct Result {
   absl::Status status;
   std::vector<float> out;  // every call's [T, H, d], concatenated
   Pool pool;
+  int64_t clamped = 0;     // (token, head) pairs whose η the clamp lowered (set by the reference only)
 };
 
 // The state pool as tensors on one device (unused ones left empty and passed as null).

@@ -57,6 +57,7 @@ void ExpectPoolsClose(const hope_case::Pool& a, const hope_case::Pool& b, double
 struct Variant {
   const char* name;
   void (*apply)(Case&);
+  bool clamp_binds = false;  // the reference must have lowered some η (the clamp is exercised)
 };
 void PrintTo(const Variant& v, std::ostream* os) { *os << v.name; }
 
@@ -74,11 +75,15 @@ const Variant kVariants[] = {
        c.opt.eta_scale = 1.5f;
        c.opt.eta_clamp = false;
      }},
+    // The clamp binds for a third of the tokens. (At eta_scale 2.5 it binds for two thirds and the
+    // scan turns ill-conditioned: one ulp on the initial weights moves a final weight by 1e-6 in the
+    // double reference itself, so float32 rounding alone reaches ~1e-5.)
     {"SoftplusClamp",
      [](Case& c) {
        c.opt.eta_activation = HopeEtaActivation::kSoftplus;
-       c.opt.eta_scale = 2.5f;
-     }},
+       c.opt.eta_scale = 2.0f;
+     },
+     true},
     {"DgdHidden", [](Case& c) { c.opt.w1_rule = HopeW1Rule::kDgdHidden; }},
     {"ReadAfterWrite", [](Case& c) { c.opt.read_after_write = true; }},
     {"ReadAnchor", [](Case& c) { c.opt.read_anchor = true; }},
@@ -107,6 +112,7 @@ const Variant kVariants[] = {
        c.opt.expansion = 3;
        c.opt.head_dim = 9;  // Dot's 8-wide blocks plus a tail
      }},
+    {"HeadDim1", [](Case& c) { c.opt.head_dim = 1; }},  // o = d = 1: R = x for eta and alpha too
     {"Chunks1And1", [](Case& c) {
        c.opt.chunk_size_other = 1;
        c.opt.chunk_size_mem = 1;
@@ -128,6 +134,9 @@ TEST_P(HopeMemoryTest, MatchesTheDoubleReference) {
   const Result ref = hope_reference::Run(c, kCalls);
   ExpectClose(cpu.out, ref.out, 1e-5, "out");
   ExpectPoolsClose(cpu.pool, ref.pool, 1e-5);
+  if (GetParam().clamp_binds) {
+    EXPECT_GT(ref.clamped, 0);
+  }
   EXPECT_NE(cpu.pool.memory, c.pool.memory);
   EXPECT_NE(cpu.pool.fast, c.pool.fast);
 }

@@ -138,9 +138,10 @@ inline double Conv(const std::vector<float>& w, double* win, int64_t hd, int64_t
   return y * Sig(y);
 }
 
-// One token of sequence slot `slot`, head h, 0-based position pos; returns y [d].
+// One token of sequence slot `slot`, head h, 0-based position pos; returns y [d]. Counts a binding
+// clamp in *clamped.
 inline Vec Token(const hope_case::Case& c, DPool& p, const hope_case::Inputs& in, int64_t row, int64_t slot,
-                 int64_t h, int64_t pos, const Vec& skip) {
+                 int64_t h, int64_t pos, const Vec& skip, int64_t* clamped) {
   const HopeMemoryOptions& o = c.opt;
   const int64_t d = c.d(), e = c.e(), H = c.heads, K = c.k(), pm = c.pm(), pf = c.pf();
   double* mem = &p.memory[(slot * H + h) * pm];
@@ -174,7 +175,10 @@ inline Vec Token(const hope_case::Case& c, DPool& p, const hope_case::Inputs& in
   k = L2(k);
   const double alpha = Sig(alpha_t);
   double eta = o.eta_scale * (o.eta_activation == HopeEtaActivation::kSigmoid ? Sig(eta_t) : Softplus(eta_t));
-  if (o.eta_clamp) eta = std::min(eta, 1.0 + alpha);
+  if (o.eta_clamp && eta > 1.0 + alpha) {
+    eta = 1.0 + alpha;
+    ++*clamped;
+  }
   const double beta = o.momentum == HopeMomentum::kData ? in.beta[row * H + h] : o.momentum_beta;
   Vec y;
   if (o.read_anchor) {
@@ -208,7 +212,7 @@ inline hope_case::Result Run(const hope_case::Case& c, const std::vector<hope_ca
       const int64_t slot = call.slots[b];
       for (int32_t j = 0; j < call.lens[b]; ++j, ++row) {
         for (int64_t h = 0; h < c.heads; ++h) {
-          const Vec y = Token(c, p, in, row, slot, h, p.pos[slot] + j, skip);
+          const Vec y = Token(c, p, in, row, slot, h, p.pos[slot] + j, skip, &r.clamped);
           for (int64_t i = 0; i < c.d(); ++i) out[(row * c.heads + h) * c.d() + i] = static_cast<float>(y[i]);
         }
       }
