@@ -267,9 +267,29 @@ def lattice_mc_variants():
             ("grm_independent_log", mc_object("grm", "independent", "logarithmic"))]
 
 
+# HOPE: Memory Caching of M_mem (mc_hope.py), reference only.  NOT in ALL_MC_BASES: the engine does not run
+# MC on hope, and its tests iterate tests/data/mc/*; no goldens are written there (build_mc_goldens("hope",
+# out_root=...) computes them elsewhere).  The fixture has no u_proj, so gate q only.
+def hope_mc_variants():
+    """[(name, memory_caching object)], the golden variants of the `hope` fixture: every aggregation x
+    constant (segments of 4, across the fixture's M_mem chunks of 3) / logarithmic (not mean) x both init
+    modes, and mean_combine average."""
+    out = []
+    for agg in ("residual", "grm", "ssc", "soup", "mean"):
+        for init in ("independent", "checkpoint"):
+            for seg in ("constant", "logarithmic"):
+                if agg == "mean" and seg == "logarithmic":
+                    continue
+                out.append(("%s_%s_%s" % (agg, init, "c4" if seg == "constant" else "log"), mc_object(agg, init, seg)))
+    out.append(("mean_average_independent_c4", mc_object("mean", "independent", mean_combine="average")))
+    return out
+
+
 def mc_variants_for(base):
     """The golden variants of any MC base: mc_variants() for the linear bases, deep_mc_variants(base) for
-    the deep ones, lattice_mc_variants() for lattice."""
+    the deep ones, lattice_mc_variants() for lattice, hope_mc_variants() for hope."""
+    if base == "hope":
+        return hope_mc_variants()
     if base in LATTICE_MC_BASES:
         return lattice_mc_variants()
     return deep_mc_variants(base) if base in DEEP_MC_BASES else mc_variants()
@@ -563,9 +583,12 @@ def _write_json(path, obj):
         f.write("\n")
 
 
-def build_mc_goldens(base, out_root=MC_DATA):
+def build_mc_goldens(base, out_root=MC_DATA, variants=None):
     """tests/data/mc/<base>/: variants.json + <variant>.safetensors {logits F32 [T, vocab], greedy_ids I32 [16]}
-    for the base fixture's golden prompt, computed from the committed base fixture's weights."""
+    for the base fixture's golden prompt, computed from the committed base fixture's weights.
+    variants: a subset of the names (default all); `hope` (HopeLM) only with out_root elsewhere."""
+    if base == "hope" and os.path.abspath(out_root) == os.path.abspath(MC_DATA):
+        raise ValueError("hope MC goldens are not written to tests/data/mc (the engine does not run MC on hope)")
     src = os.path.join(MODELS, base)
     with open(os.path.join(src, "config.json")) as f:
         config = json.load(f)
@@ -577,9 +600,12 @@ def build_mc_goldens(base, out_root=MC_DATA):
         shutil.rmtree(d)
     os.makedirs(d)
     listing = []
+    evaluate = _evaluate_hope if config.get("model_type") == "hope" else _evaluate
     for name, obj in mc_variants_for(base):
+        if variants is not None and name not in variants:
+            continue
         c = dict(config, memory_caching=obj)
-        logits, greedy, margins = _evaluate(c, tensors, prompt_ids)
+        logits, greedy, margins = evaluate(c, tensors, prompt_ids)
         st.save_file({
             "logits": st.make_tensor(logits.numpy().astype(np.float32), "F32"),
             "greedy_ids": st.make_tensor(np.array(greedy, np.int32), "I32"),

@@ -89,6 +89,9 @@ class HopeLM:
             p = "model.layers.%d." % i
             self.layers.append(dict(attn_norm=W(p + "attn_norm.weight", (D,)),
                                     attn=SelfModTitans(cfg, W, p + "attn."), cms=CMS(cfg, W, p + "cms.")))
+        if cfg["memory_caching"] is not None:
+            for i in cfg["memory_caching"]["layers"]:
+                self._attach_mc(i, W)
         self.norm = W("model.norm.weight", (D,))
         if cfg["tie_word_embeddings"]:
             self.lm_head = self.emb
@@ -97,9 +100,20 @@ class HopeLM:
         self.adaptive = any(lv["adaptive"] for L in self.layers for lv in L["cms"].levels)
         self.periods = sorted({lv["chunk_size"] for L in self.layers for lv in L["cms"].levels if lv["adaptive"]})
         if loader is None:
-            unused = sorted(set(tensors) - W.used)
+            # MC gate weights of layers that do not use them are ignored, as in model.CausalLM
+            unused = sorted(n for n in set(tensors) - W.used if not n.endswith(".attn.mc.u_proj.weight"))
             if strict and unused:
                 raise ValueError("unused tensors in checkpoint: %s" % unused)
+
+    def _attach_mc(self, i, W):
+        """Memory Caching of layer i's M_mem (mc_hope.py); gate as model.CausalLM: u_proj iff asked for, or
+        (gate unset) iff the checkpoint has model.layers.{i}.attn.mc.u_proj.weight [H * head_dim, hidden]."""
+        from .mc_hope import HopeMemoryCaching
+        cfg, attn = self.cfg, self.layers[i]["attn"]
+        name = "model.layers.%d.attn.mc.u_proj.weight" % i
+        gate = cfg["memory_caching"]["gate"] or ("u_proj" if W.has(name) else "q")
+        w_u = W(name, (attn.H * attn.d, cfg["hidden_size"])) if gate == "u_proj" else None
+        attn.mc = HopeMemoryCaching(cfg["memory_caching"], attn, w_u)
 
     # ---------------------------------------------------------------- state
     def new_state(self):

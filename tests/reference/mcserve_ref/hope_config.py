@@ -3,7 +3,12 @@
 `resolve_hope_config(cfg)` returns a new dict with every field filled (an absent or `null` key takes
 the default, which is the spec's recommended resolution) and checked.  An unknown value, or one the
 reference does not implement, raises ValueError naming the field.
+
+`memory_caching` is resolved by mc.resolve_mc_config exactly as for the other families (None = off);
+its errors name the field (`memory_caching.<key>`).
 """
+
+from . import mc
 
 HOPE_DEFAULTS = dict(
     # sizes
@@ -45,6 +50,7 @@ HOPE_DEFAULTS = dict(
     shared_values=False,                  # A23 false
     mixer="self_modifying_titans",        # A24 self_modifying_titans
     final_norm=True,                      # A25 true (tie_word_embeddings is the other half of A25)
+    memory_caching=None,                  # Memory Caching of M_mem (mc_hope.py; reference only), as mc.py parses it
 )
 
 CHOICES = dict(
@@ -134,5 +140,9 @@ def resolve_hope_config(cfg):
         _err("memory_input", "'slice' needs hidden_size == num_heads * head_dim (%d * %d); use 'proj'"
              % (r["num_heads"], r["head_dim"]), r["memory_input"])
     r["cms_levels"] = _check_levels(r["cms_levels"])
+    r["memory_caching"] = mc.resolve_mc_config(r["memory_caching"], r["num_hidden_layers"])
+    if r["memory_caching"] is not None and r["cms_adaptive"]:
+        _err("memory_caching", "is not defined with cms_adaptive true (the reference leaves it out)",
+             cfg.get("memory_caching"))
     r["d_hid"] = r["memory_expansion"] * r["head_dim"]
     return r

@@ -20,6 +20,10 @@ Two forms, equal by construction of the maths (test_hope.py checks it):
                  frozen anchors; the linear recurrence of the running weights and the mode-R reads
                  are then solved in closed form (hope_chunk.py: UT transform) — or, with momentum or
                  w1_rule dgd_hidden, by a loop over the piece.
+Memory Caching (mc_hope.py): with `mc` set (a HopeMemoryCaching), M_mem is not in `run` / `anch`; the
+mixer computes every other memory, the convs and the gates as without MC and hands M_mem's features
+(k, v, alpha, eta, beta, q, position t) to `mc.run`, whose aggregated read-out replaces y.  The
+closed-form `parallel` path is then not used (both forms run the per-token loop of the other memories).
 Gradients (adaptive CMS, A13): the fast-weight state and the conv history are stop-gradient; only the
 token's own path (u_t -> q_t -> y_t, gate, residual) carries gradient.
 """
@@ -37,6 +41,7 @@ class SelfModTitans:
     """Weights of one layer's mixer (prefix p = "model.layers.{i}.attn.") and its two forms."""
 
     parallel = True      # run_chunks solves the piece's recurrence in closed form where it can (hope_chunk.py)
+    mc = None            # mc_hope.HopeMemoryCaching when Memory Caching is on (owns M_mem)
 
     def __init__(self, cfg, W, p):
         self.cfg = cfg
@@ -59,6 +64,10 @@ class SelfModTitans:
         self.wo = W(p + "o_proj.weight", (D, H * d))
         self.eps = cfg["norm_eps"]
 
+    def own(self):
+        """The memories whose running weights and anchors live in the mixer state (all but mem with MC)."""
+        return self.names if self.mc is None else tuple(n for n in self.names if n != "mem")
+
     # ------------------------------------------------------------------ state
     def new_state(self):
         """t (tokens seen), conv tails [K-1, H*d] of q~, k~, v~ (oldest first), running weights `run`
@@ -66,7 +75,7 @@ class SelfModTitans:
         K = self.cfg["conv_size"]
         z = torch.zeros(K - 1, self.H * self.d, dtype=self.onorm.dtype)
         st = {"t": 0, "conv_q": z, "conv_k": z.clone(), "conv_v": z.clone(), "run": {}, "anch": {}}
-        for n in self.names:
+        for n in self.own():
             w = dict(self.init[n])
             if self.cfg["momentum"] != "none":
                 w["S1"], w["S2"] = torch.zeros_like(w["W1"]), torch.zeros_like(w["W2"])
@@ -76,7 +85,7 @@ class SelfModTitans:
 
     def _refresh(self, st, t):
         """Anchors for token t (1-based): copy running -> anchor where (t-1) % C == 0 (A6)."""
-        for n in self.names:
+        for n in self.own():
             C = self.Cm if n == "mem" else self.Co
             if (t - 1) % C == 0:
                 st["anch"][n] = {"W1": st["run"][n]["W1"], "W2": st["run"][n]["W2"]}
@@ -125,7 +134,7 @@ class SelfModTitans:
         """For every memory: v_hat = M(v; anchor), then (e, a, b) at the anchor for the keys k.
         f: features of n tokens (detached).  Returns {name: (e, a, b)} with [n, H, .] tensors."""
         out = {}
-        for n in self.names:
+        for n in self.own():
             A = st["anch"][n]
             out[n] = self.mems[n].factors(A, f["k"], self.mems[n].forward(A, f["v"]))
         return out
@@ -133,7 +142,7 @@ class SelfModTitans:
     def write(self, st, fac, f, i):
         """Token i of the piece writes into every memory's running weights (§3.5)."""
         beta = None if f["beta"] is None else f["beta"][i]
-        for n in self.names:
+        for n in self.own():
             st["run"][n] = self.mems[n].update(st["run"][n], tuple(x[i] for x in fac[n]), f["k"][i],
                                                f["alpha"][i], f["eta"][i], beta)
 
@@ -152,7 +161,13 @@ class SelfModTitans:
         fd = {k: (None if v is None else v.detach()) for k, v in f.items()}
         fac = self.all_factors(fd, st)
         mem = self.mems["mem"]
-        if self.parallel and u.shape[0] > 1 and self.cfg["momentum"] == "none" and self.cfg["w1_rule"] == "retention":
+        if self.mc is not None:
+            for i in range(u.shape[0]):
+                self.write(st, fac, fd, i)
+            feats = {k: v for k, v in dict(fd, q=f["q"]).items() if v is not None}
+            feats["t"] = torch.arange(st["t"] + 1, st["t"] + 1 + u.shape[0])
+            y = self.mc.run(u, feats, st)
+        elif self.parallel and u.shape[0] > 1 and self.cfg["momentum"] == "none" and self.cfg["w1_rule"] == "retention":
             y = self._parallel(st, fac, fd, f["q"])
         elif self.cfg["readout_mode"] == "A":
             y = mem.forward(st["anch"]["mem"], f["q"])

@@ -37,10 +37,10 @@ def mean_weights(ws):
     return out
 
 
-def soup_read(mlp, ws, gam, q):
+def soup_read(mlp, ws, gam, q, act=gelu):
     """Memory Soup by activation mixing (specs/mc.md B.5.3), per head:
         z* = sum_i g_i (W2_i q)     [H, E]
-        h* = GELU(z*)
+        h* = GELU(z*)               (act: the memory's activation; GELU for titans/dla)
         y  = sum_i g_i (W1_i h*)    [H, d]
         out = q + y   (q + LN(y) with the layer norm on)
     mlp: the layer's MLPMemory; ws: list of N weight dicts; gam [N, H]; q [H, d] -> [H, d]."""
@@ -48,7 +48,7 @@ def soup_read(mlp, ws, gam, q):
     z = col(0) * torch.einsum("hed,hd->he", ws[0]["W2"], q)
     for i in range(1, len(ws)):
         z = z + col(i) * torch.einsum("hed,hd->he", ws[i]["W2"], q)
-    h = gelu(z)
+    h = act(z)
     y = col(0) * torch.einsum("hde,he->hd", ws[0]["W1"], h)
     for i in range(1, len(ws)):
         y = y + col(i) * torch.einsum("hde,he->hd", ws[i]["W1"], h)
@@ -103,16 +103,25 @@ class DeepMemoryCaching(mc.MemoryCaching):
         st.run = self.rule.update(st.run, st.hist[n - 1])
         st.snap.append(self.rule.weights(st.run))
 
+    def _online_weights(self, st, n, online):
+        """The weights the online read of token n uses: the memory after token n (read after the write)."""
+        if self.cfg["init_mode"] == "checkpoint":
+            return st.snap[n - 1]
+        return self._fresh_block(st, *online)
+
+    def _soup(self, ws, g, q):
+        """Soup read of the weight sets ws (cached ..., online) with gates g [N + 1, Hs] at q."""
+        return soup_read(self.rule.mlp, ws, g, q)
+
     def _token(self, st, n, q, u):
         """The aggregated read-out [Hs, d] of token n (q, u [Hs, d])."""
         cfg = self.cfg
         cached, online = mc.segments(n, cfg["segmentation"], cfg["segment_size"])
         if cfg["init_mode"] == "checkpoint":
             W_c = [st.snap[b - 1] for (a, b) in cached]
-            W_on = st.snap[n - 1]
         else:
             W_c = [self._fresh_block(st, a, b) for (a, b) in cached]
-            W_on = self._fresh_block(st, *online)
+        W_on = self._online_weights(st, n, online)
         rd = self.rule.read
         o_on = rd(W_on, q)
         if not cached:
@@ -131,7 +140,7 @@ class DeepMemoryCaching(mc.MemoryCaching):
         if agg == "soup":
             if self.materialise_soup:
                 return rd(soup_weights(W_c + [W_on], g), q)
-            return soup_read(self.rule.mlp, W_c + [W_on], g, q)
+            return self._soup(W_c + [W_on], g, q)
         y = g[N].view(-1, 1) * o_on                                      # grm, ssc
         for i in range(N):
             y = y + g[i].view(-1, 1) * rd(W_c[i], q)
