@@ -17,6 +17,7 @@ import torch
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 sys.path.insert(0, os.path.join(ROOT, "tests", "reference"))
 from mcserve_ref import CausalLM  # noqa: E402
+from mcserve_ref.hope import HopeLM  # noqa: E402
 from mcserve_ref.safetensors_io import load_model_dir  # noqa: E402
 
 BIN = os.environ.get("MCSERVE_EVAL", "/tmp/build-eval/tools/eval/mcserve-eval")
@@ -62,7 +63,8 @@ def reference_nll(model_name, mc, stream):
         cfg = json.load(f)
     if mc is not None:
         cfg = dict(cfg, memory_caching=mc)
-    model = CausalLM(cfg, load_model_dir(d), dtype=torch.float64)
+    lm = HopeLM if cfg["model_type"] == "hope" else CausalLM
+    model = lm(cfg, load_model_dir(d), dtype=torch.float64)
     rows = []
     for w in range(WINDOWS):
         window = stream[w * CONTEXT:(w + 1) * CONTEXT]
@@ -78,6 +80,8 @@ CASES = [
     ("gla", (), None),
     ("lattice", (), None),
     ("lattice", ("--mc-aggregation", "grm", "--mc-segment-size", "8"), {"aggregation": "grm", "segment_size": 8}),
+    ("hope", (), None),
+    ("hope_variants", (), None),
     # The fixture's own memory_caching: GRM, segments of 4, checkpoint mode, gate u_proj.
     ("gated_deltanet_mc_uproj", (), "config"),
     # Post-training MC (spec B.5.6): mean of the cached memories, independent segments.
