@@ -9,6 +9,8 @@ recommended resolution (A.10 items of our notes, cited per field below).  An unk
 the reference does not implement, raises ValueError naming the field.
 """
 
+from .config_schema import check_fields, fail, is_int, positive_number
+
 ARMT_DEFAULTS = dict(
     # GPT-2 backbone (HF GPT2Config names and defaults)
     vocab_size=50257, n_positions=1024, n_embd=768, n_layer=12, n_head=12,
@@ -53,11 +55,7 @@ NU = 3           # DPFP order (A.3.1)
 
 
 def _err(field, msg, value):
-    raise ValueError("armt: %s %s, got %r" % (field, msg, value))
-
-
-def _is_int(v):
-    return isinstance(v, int) and not isinstance(v, bool)
+    fail("armt", field, msg, value)
 
 
 def resolve_armt_config(cfg):
@@ -70,25 +68,12 @@ def resolve_armt_config(cfg):
     r = dict(ARMT_DEFAULTS)
     r.update({k: v for k, v in cfg.items() if v is not None and k not in IGNORED and k not in DERIVED})
     r["model_type"] = "armt"
-    if r["n_inner"] is None and _is_int(r["n_embd"]):
+    if r["n_inner"] is None and is_int(r["n_embd"]):
         r["n_inner"] = 4 * r["n_embd"]
-    for k in POS_INTS:
-        if not _is_int(r[k]) or r[k] < 1:
-            _err(k, "must be an integer >= 1", r[k])
-    for k, allowed in CHOICES.items():
-        if r[k] not in allowed:
-            _err(k, "must be one of %s (the reference implements these)" % (allowed,), r[k])
-    for k, only in BOOLS.items():
-        if not isinstance(r[k], bool):
-            _err(k, "must be a bool", r[k])
-        if only is not None and r[k] != only:
-            _err(k, "is only supported as %s" % str(only).lower(), r[k])
+    check_fields("armt", r, POS_INTS, CHOICES, BOOLS)
     if r["wrap_pos"] is not None and not isinstance(r["wrap_pos"], bool):
         _err("wrap_pos", "must be a bool or null (null: decided by the wpe row count)", r["wrap_pos"])
-    e = r["layer_norm_epsilon"]
-    if isinstance(e, bool) or not isinstance(e, (int, float)) or e <= 0:
-        _err("layer_norm_epsilon", "must be a number > 0", e)
-    r["layer_norm_epsilon"] = float(e)
+    r["layer_norm_epsilon"] = positive_number("armt", r, "layer_norm_epsilon")
     if r["n_embd"] % r["n_head"]:
         _err("n_head", "must divide n_embd (%d)" % r["n_embd"], r["n_head"])
     # content positions 0..S-1, memory positions S_s..S_s+M-1 (wrap_pos false) must fit the table

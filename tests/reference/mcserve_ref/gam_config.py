@@ -10,6 +10,8 @@ notes); their defaults are the recommended resolutions.  An unknown key, or a va
 does not implement, raises ValueError naming the field.
 """
 
+from .config_schema import check_fields, fail, is_int, positive_number
+
 GAM_DEFAULTS = dict(
     vocab_size=10000, block_size=256, n_embed=512, n_layer=6, dropout=0.1,
     num_memory_slots=512, conv_kernel_size=3,
@@ -29,11 +31,7 @@ IGNORED = {"model_type", "architectures", "torch_dtype", "transformers_version"}
 
 
 def _err(field, msg, value):
-    raise ValueError("gam: %s %s, got %r" % (field, msg, value))
-
-
-def _is_int(v):
-    return isinstance(v, int) and not isinstance(v, bool)
+    fail("gam", field, msg, value)
 
 
 def resolve_gam_config(cfg):
@@ -46,21 +44,8 @@ def resolve_gam_config(cfg):
     r = dict(GAM_DEFAULTS)
     r.update({k: v for k, v in cfg.items() if v is not None and k not in IGNORED and k not in DERIVED})
     r["model_type"] = "gam"
-    for k in POS_INTS:
-        if not _is_int(r[k]) or r[k] < 1:
-            _err(k, "must be an integer >= 1", r[k])
-    for k, allowed in CHOICES.items():
-        if r[k] not in allowed:
-            _err(k, "must be one of %s (the reference implements these)" % (allowed,), r[k])
-    for k, only in BOOLS.items():
-        if not isinstance(r[k], bool):
-            _err(k, "must be a bool", r[k])
-        if only is not None and r[k] != only:
-            _err(k, "is only supported as %s" % str(only).lower(), r[k])
-    e = r["layer_norm_eps"]
-    if isinstance(e, bool) or not isinstance(e, (int, float)) or e <= 0:
-        _err("layer_norm_eps", "must be a number > 0", e)
-    r["layer_norm_eps"] = float(e)
+    check_fields("gam", r, POS_INTS, CHOICES, BOOLS)
+    r["layer_norm_eps"] = positive_number("gam", r, "layer_norm_eps")
     d = r["dropout"]
     if isinstance(d, bool) or not isinstance(d, (int, float)) or not 0.0 <= d < 1.0:
         _err("dropout", "must be a number in [0, 1) (training only, ignored)", d)
@@ -69,7 +54,7 @@ def resolve_gam_config(cfg):
     p = r["overflow_position"]
     if p is None:
         p = r["block_size"] - 1
-    if not _is_int(p) or not r["receptive_tokens"] <= p <= r["block_size"] - 1:
+    if not is_int(p) or not r["receptive_tokens"] <= p <= r["block_size"] - 1:
         _err("overflow_position", "must be an integer in [n_layer*(conv_kernel_size-1), block_size-1] = [%d, %d]"
              % (r["receptive_tokens"], r["block_size"] - 1), p)
     r["overflow_position"] = p

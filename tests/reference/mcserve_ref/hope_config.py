@@ -8,6 +8,8 @@ reference does not implement, raises ValueError naming the field.
 its errors name the field (`memory_caching.<key>`).
 """
 
+from .config_schema import check_fields, fail, is_int, positive_number
+
 from . import mc
 
 HOPE_DEFAULTS = dict(
@@ -74,11 +76,7 @@ LEVEL_ACTS = ("swiglu", "gelu")
 
 
 def _err(field, msg, value):
-    raise ValueError("hope: %s %s, got %r" % (field, msg, value))
-
-
-def _is_int(v):
-    return isinstance(v, int) and not isinstance(v, bool)
+    fail("hope", field, msg, value)
 
 
 def _check_levels(levels):
@@ -97,7 +95,7 @@ def _check_levels(levels):
             _err(f, "has unknown keys %s" % sorted(unknown), lv)
         lv = dict(dict(activation="swiglu", lr=0.0), **{k: v for k, v in lv.items() if v is not None})
         for k in ("chunk_size", "intermediate_size"):
-            if not _is_int(lv.get(k)) or lv[k] < 1:
+            if not is_int(lv.get(k)) or lv[k] < 1:
                 _err(f + "." + k, "must be an integer >= 1", lv.get(k))
         if lv["activation"] not in LEVEL_ACTS:
             _err(f + ".activation", "must be one of %s" % (LEVEL_ACTS,), lv["activation"])
@@ -117,21 +115,9 @@ def resolve_hope_config(cfg):
         _err(sorted(unknown)[0], "is not a hope config field", cfg[sorted(unknown)[0]])
     r = dict(HOPE_DEFAULTS)
     r.update({k: v for k, v in cfg.items() if v is not None})
-    for k in POS_INTS:
-        if not _is_int(r[k]) or r[k] < 1:
-            _err(k, "must be an integer >= 1", r[k])
-    for k, allowed in CHOICES.items():
-        if r[k] not in allowed:
-            _err(k, "must be one of %s (the reference implements these)" % (allowed,), r[k])
-    for k, only in BOOLS.items():
-        if not isinstance(r[k], bool):
-            _err(k, "must be a bool", r[k])
-        if only is not None and r[k] != only:
-            _err(k, "is only supported as %s" % str(only).lower(), r[k])
+    check_fields("hope", r, POS_INTS, CHOICES, BOOLS)
     for k in ("norm_eps", "eta_max", "eta_scale", "grad_scale"):
-        if isinstance(r[k], bool) or not isinstance(r[k], (int, float)) or r[k] <= 0:
-            _err(k, "must be a number > 0", r[k])
-        r[k] = float(r[k])
+        r[k] = positive_number("hope", r, k)
     b = r["momentum_beta"]
     if isinstance(b, bool) or not isinstance(b, (int, float)) or not 0.0 <= b < 1.0:
         _err("momentum_beta", "must be a number in [0, 1)", b)
