@@ -11,6 +11,9 @@ import json
 import pytest
 import torch
 
+import family_testing
+from family_testing import RandomModels
+
 from mcserve_ref import CausalLM
 from mcserve_ref import armt_memory as am
 from mcserve_ref import safetensors_io as st
@@ -30,21 +33,11 @@ VARIANTS = {
 }
 IDS = [int(i) for i in torch.randint(0, 40, (3 * S + 17,), generator=torch.Generator().manual_seed(5))]
 
-_models = {}
-
-
-def model(name="default", **over):
-    key = (name, tuple(sorted(over.items())))
-    if key not in _models:
-        cfg = dict(BASE, **VARIANTS[name], **over)
-        _models[key] = ArmtLM(cfg, random_weights(cfg, seed=3, dtype=D), dtype=D)
-    return _models[key]
+model = RandomModels(ArmtLM, random_weights, BASE, VARIANTS, D)
 
 
 def close(a, b, tol=1e-12):
-    assert a.shape == b.shape
-    err = (a - b).abs().max().item()
-    assert err <= tol * (1.0 + b.abs().max().item()), err
+    family_testing.close(a, b, tol)
 
 
 def run_chunks(m, ids, n):

@@ -11,6 +11,9 @@ import json
 import pytest
 import torch
 
+import family_testing
+from family_testing import RandomModels
+
 from mcserve_ref import CausalLM
 from mcserve_ref import safetensors_io as st
 from mcserve_ref.gam import GamLM
@@ -22,21 +25,11 @@ BASE = dict(model_type="gam", vocab_size=40, block_size=256, n_embed=16, n_layer
 VARIANTS = {"default": {}, "k4_wide": dict(conv_kernel_size=4, n_embed=24, num_memory_slots=5, n_layer=2)}
 IDS = [int(i) for i in torch.randint(0, 40, (256,), generator=torch.Generator().manual_seed(5))]
 
-_models = {}
-
-
-def model(name="default", **over):
-    key = (name, tuple(sorted(over.items())))
-    if key not in _models:
-        cfg = dict(BASE, **VARIANTS[name], **over)
-        _models[key] = GamLM(cfg, random_weights(cfg, seed=3, dtype=D), dtype=D)
-    return _models[key]
+model = RandomModels(GamLM, random_weights, BASE, VARIANTS, D)
 
 
 def close(a, b, tol=1e-12):
-    assert a.shape == b.shape
-    err = (a - b).abs().max().item()
-    assert err <= tol * (1.0 + b.abs().max().item()), err
+    family_testing.close(a, b, tol)
 
 
 def run_chunks(m, ids, n, state=None):

@@ -9,6 +9,8 @@ import json
 import pytest
 import torch
 
+import family_testing
+
 from mcserve_ref import CausalLM
 from mcserve_ref import safetensors_io as st
 from mcserve_ref.hope import HopeLM, random_weights
@@ -50,9 +52,7 @@ def model(name="default", adaptive=False, **over):
 
 
 def close(a, b, tol=1e-10):
-    assert a.shape == b.shape
-    err = (a - b).abs().max().item()
-    assert err <= tol * (1.0 + b.abs().max().item()), err
+    family_testing.close(a, b, tol)
 
 
 def run_split(m, ids, sizes, form="chunk", learn=True):

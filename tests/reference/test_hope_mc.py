@@ -14,6 +14,8 @@ import os
 import pytest
 import torch
 
+import family_testing
+
 from mcserve_ref import safetensors_io as st
 from mcserve_ref.hope import HopeLM, random_weights
 from mcserve_ref.hope_config import resolve_hope_config
@@ -60,9 +62,7 @@ def mc(agg, init="independent", seg="constant", C=4, **kw):
 
 
 def close(a, b, tol=1e-10):
-    assert a.shape == b.shape
-    err = (a - b).abs().max().item()
-    assert err <= tol * (1.0 + b.abs().max().item()), err
+    family_testing.close(a, b, tol)
 
 
 def run_split(m, ids, sizes, form="chunk"):
