@@ -5,6 +5,8 @@ find_package(nlohmann_json REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(SENTENCEPIECE REQUIRED IMPORTED_TARGET sentencepiece)
 pkg_check_modules(OPENBLAS REQUIRED IMPORTED_TARGET openblas)
+# The metrics registry and text serializer (prometheus-cpp-dev; only its core library).
+pkg_check_modules(PROMETHEUS_CPP REQUIRED IMPORTED_TARGET prometheus-cpp-core)
 if(MCSERVE_BUILD_TESTS)
   find_package(GTest REQUIRED)
 endif()

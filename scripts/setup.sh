@@ -13,6 +13,8 @@ packages=(
   # the HTTP front end (server/http/): Boost.Beast and Asio (header-only), OpenSSL for HTTPS, zlib for
   # gzip/deflate request bodies
   libboost-dev libssl-dev zlib1g-dev
+  # the metrics registry and its text exposition (server/metrics/)
+  prometheus-cpp-dev
   # promtool (`promtool check metrics` in tests/unit/server/metrics_promtool_test.cc) and a real Prometheus
   prometheus
   # Python side: reference implementation, fixtures and tests (/usr/bin/python3)

@@ -164,18 +164,18 @@ void McserveMetrics::UpdateFromEngineStats(const engine::EngineStats& s) {
   prefix_cache_bytes.Set(static_cast<double>(s.runner.prefix_cache_bytes));
   prefix_cache_budget_bytes.Set(static_cast<double>(s.runner.prefix_cache_budget_bytes));
 
-  prompt_tokens.IncreaseTo(static_cast<double>(s.prompt_tokens_processed + s.prompt_tokens_cached));
-  generation_tokens.IncreaseTo(static_cast<double>(s.tokens_generated));
-  request_success_stop.IncreaseTo(static_cast<double>(s.finished_by(FinishReason::kStop)));
-  request_success_length.IncreaseTo(static_cast<double>(s.finished_by(FinishReason::kLength)));
-  request_success_cancelled.IncreaseTo(static_cast<double>(s.finished_by(FinishReason::kCancelled)));
-  request_success_error.IncreaseTo(
+  AdvanceTo(prompt_tokens, static_cast<double>(s.prompt_tokens_processed + s.prompt_tokens_cached));
+  AdvanceTo(generation_tokens, static_cast<double>(s.tokens_generated));
+  AdvanceTo(request_success_stop, static_cast<double>(s.finished_by(FinishReason::kStop)));
+  AdvanceTo(request_success_length, static_cast<double>(s.finished_by(FinishReason::kLength)));
+  AdvanceTo(request_success_cancelled, static_cast<double>(s.finished_by(FinishReason::kCancelled)));
+  AdvanceTo(request_success_error, 
       static_cast<double>(s.finished_by(FinishReason::kError) + s.finished_by(FinishReason::kNone)));
-  checkpoint_stagings.IncreaseTo(static_cast<double>(s.runner.stagings));
-  prefix_cache_hits.IncreaseTo(static_cast<double>(s.runner.prefix_hits));
-  prefix_cache_misses.IncreaseTo(static_cast<double>(s.runner.prefix_misses));
-  prefix_cache_evictions.IncreaseTo(static_cast<double>(s.runner.evictions));
-  request_write_timeouts.IncreaseTo(static_cast<double>(s.write_timeouts));
+  AdvanceTo(checkpoint_stagings, static_cast<double>(s.runner.stagings));
+  AdvanceTo(prefix_cache_hits, static_cast<double>(s.runner.prefix_hits));
+  AdvanceTo(prefix_cache_misses, static_cast<double>(s.runner.prefix_misses));
+  AdvanceTo(prefix_cache_evictions, static_cast<double>(s.runner.evictions));
+  AdvanceTo(request_write_timeouts, static_cast<double>(s.write_timeouts));
 }
 
 }  // namespace mcserve::server

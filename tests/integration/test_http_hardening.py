@@ -300,7 +300,7 @@ def wait_for(condition, limit=30):
 
 
 RUNNING = 'mcserve:num_requests_running{model_name="gated_deltanet"}'
-CANCELLED = 'mcserve:request_success_total{model_name="gated_deltanet",finished_reason="cancelled"}'
+CANCELLED = 'mcserve:request_success_total{finished_reason="cancelled",model_name="gated_deltanet"}'
 GENERATED = 'mcserve:generation_tokens_total{model_name="gated_deltanet"}'
 
 

@@ -95,7 +95,7 @@ def test_live_metrics_scrape_counts_requests_and_passes_promtool(server, tmp_pat
             values[name] = float(value)
     assert values['mcserve:generation_tokens_total{model_name="gated_deltanet"}'] >= 3
     assert values['mcserve:num_requests_running{model_name="gated_deltanet"}'] == 0
-    assert values['mcserve:request_success_total{model_name="gated_deltanet",finished_reason="length"}'] >= 1
+    assert values['mcserve:request_success_total{finished_reason="length",model_name="gated_deltanet"}'] >= 1
     # promtool: the text parses; its only notes are the vLLM-style ':' in the names (reserved by
     # Prometheus for recording rules, kept for dashboard compatibility; server/metrics tests).
     r = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True, timeout=60)
