@@ -9,7 +9,7 @@ recommended resolution (A.10 items of our notes, cited per field below).  An unk
 the reference does not implement, raises ValueError naming the field.
 """
 
-from .config_schema import check_fields, fail, is_int, positive_number
+from .config_schema import check_fields, fail, is_int, positive_number, with_defaults
 
 ARMT_DEFAULTS = dict(
     # GPT-2 backbone (HF GPT2Config names and defaults)
@@ -60,14 +60,7 @@ def _err(field, msg, value):
 
 def resolve_armt_config(cfg):
     """A new, checked dict (defaults for absent/null keys) with derived sizes head_dim, inner, feat_dim."""
-    if cfg.get("model_type") != "armt":
-        _err("model_type", "must be 'armt'", cfg.get("model_type"))
-    unknown = sorted(set(cfg) - set(ARMT_DEFAULTS) - IGNORED - set(DERIVED))
-    if unknown:
-        _err(unknown[0], "is not an armt config field", cfg[unknown[0]])
-    r = dict(ARMT_DEFAULTS)
-    r.update({k: v for k, v in cfg.items() if v is not None and k not in IGNORED and k not in DERIVED})
-    r["model_type"] = "armt"
+    r = with_defaults("armt", cfg, ARMT_DEFAULTS, DERIVED, IGNORED)
     if r["n_inner"] is None and is_int(r["n_embd"]):
         r["n_inner"] = 4 * r["n_embd"]
     check_fields("armt", r, POS_INTS, CHOICES, BOOLS)

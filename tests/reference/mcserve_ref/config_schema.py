@@ -1,9 +1,28 @@
 """Checks shared by the strict config resolvers of the families with their own schema (hope_config.py,
 armt_config.py, gam_config.py): every error is a ValueError naming the family and the field.
 
+    r = with_defaults("gam", cfg, GAM_DEFAULTS, DERIVED)         # defaults, unknown keys refused
     fail("gam", "n_layer", "must be an integer >= 1", 0)        # raises
     check_fields("gam", resolved, POS_INTS, CHOICES, BOOLS)      # the three common rules
 """
+
+
+IGNORED = frozenset({"model_type", "architectures", "torch_dtype", "transformers_version"})
+
+
+def with_defaults(family, cfg, defaults, derived=(), ignored=IGNORED):
+    """A new dict: `defaults` overridden by cfg's non-null values. cfg must say model_type = family and
+    hold only keys of `defaults`, `ignored` ones (dropped) or `derived` ones (dropped: recomputed)."""
+    if cfg.get("model_type") != family:
+        fail(family, "model_type", "must be '%s'" % family, cfg.get("model_type"))
+    unknown = sorted(set(cfg) - set(defaults) - set(ignored) - set(derived))
+    if unknown:
+        fail(family, unknown[0], "is not a%s %s config field" % ("n" if family[0] in "aeiou" else "", family),
+             cfg[unknown[0]])
+    r = dict(defaults)
+    r.update({k: v for k, v in cfg.items() if v is not None and k not in ignored and k not in derived})
+    r["model_type"] = family
+    return r
 
 
 def fail(family, field, msg, value):

@@ -10,7 +10,7 @@ notes); their defaults are the recommended resolutions.  An unknown key, or a va
 does not implement, raises ValueError naming the field.
 """
 
-from .config_schema import check_fields, fail, is_int, positive_number
+from .config_schema import check_fields, fail, is_int, positive_number, with_defaults
 
 GAM_DEFAULTS = dict(
     vocab_size=10000, block_size=256, n_embed=512, n_layer=6, dropout=0.1,
@@ -27,7 +27,6 @@ BOOLS = dict(tie_word_embeddings=True)
 POS_INTS = ("vocab_size", "block_size", "n_embed", "n_layer", "num_memory_slots", "conv_kernel_size")
 # derived sizes a resolved config carries (accepted as input only with the derived value)
 DERIVED = ("receptive_tokens",)
-IGNORED = {"model_type", "architectures", "torch_dtype", "transformers_version"}
 
 
 def _err(field, msg, value):
@@ -36,14 +35,7 @@ def _err(field, msg, value):
 
 def resolve_gam_config(cfg):
     """A new, checked dict (defaults for absent/null keys) with receptive_tokens = n_layer (k - 1)."""
-    if cfg.get("model_type") != "gam":
-        _err("model_type", "must be 'gam'", cfg.get("model_type"))
-    unknown = sorted(set(cfg) - set(GAM_DEFAULTS) - IGNORED - set(DERIVED))
-    if unknown:
-        _err(unknown[0], "is not a gam config field", cfg[unknown[0]])
-    r = dict(GAM_DEFAULTS)
-    r.update({k: v for k, v in cfg.items() if v is not None and k not in IGNORED and k not in DERIVED})
-    r["model_type"] = "gam"
+    r = with_defaults("gam", cfg, GAM_DEFAULTS, DERIVED)
     check_fields("gam", r, POS_INTS, CHOICES, BOOLS)
     r["layer_norm_eps"] = positive_number("gam", r, "layer_norm_eps")
     d = r["dropout"]

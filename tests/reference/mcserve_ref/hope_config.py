@@ -8,7 +8,7 @@ reference does not implement, raises ValueError naming the field.
 its errors name the field (`memory_caching.<key>`).
 """
 
-from .config_schema import check_fields, fail, is_int, positive_number
+from .config_schema import check_fields, fail, is_int, positive_number, with_defaults
 
 from . import mc
 
@@ -108,13 +108,7 @@ def _check_levels(levels):
 
 def resolve_hope_config(cfg):
     """A new, checked dict: defaults of HOPE_DEFAULTS for absent/null keys; unknown keys rejected."""
-    if cfg.get("model_type") != "hope":
-        _err("model_type", "must be 'hope'", cfg.get("model_type"))
-    unknown = set(cfg) - set(HOPE_DEFAULTS) - {"model_type", "architectures", "torch_dtype", "transformers_version"}
-    if unknown:
-        _err(sorted(unknown)[0], "is not a hope config field", cfg[sorted(unknown)[0]])
-    r = dict(HOPE_DEFAULTS)
-    r.update({k: v for k, v in cfg.items() if v is not None})
+    r = with_defaults("hope", cfg, HOPE_DEFAULTS)
     check_fields("hope", r, POS_INTS, CHOICES, BOOLS)
     for k in ("norm_eps", "eta_max", "eta_scale", "grad_scale"):
         r[k] = positive_number("hope", r, k)
