@@ -1,5 +1,5 @@
 // ModelConfig: the resolved hyperparameters of a model directory's config.json, for every family
-// mcserve runs (fla's linear_attn, gla, delta_net, gated_deltanet; mcserve's swla, titans, dla, lattice, hope).
+// mcserve runs (fla's linear_attn, gla, delta_net, gated_deltanet; mcserve's swla, titans, dla, lattice, hope; the published gam).
 // Defaults are fla's; legacy keys are accepted (specs/checkpoints.md §1.11). Immutable after load.
 #pragma once
 
@@ -8,11 +8,12 @@
 
 #include "absl/status/statusor.h"
 #include "engine/mc/mc_config.h"
+#include "engine/model/gam_config.h"
 #include "engine/model/hope_config.h"
 
 namespace mcserve::engine {
 
-enum class ModelFamily { kLinearAttn, kGla, kDeltaNet, kGatedDeltaNet, kSwla, kTitans, kDla, kLattice, kHope };
+enum class ModelFamily { kLinearAttn, kGla, kDeltaNet, kGatedDeltaNet, kSwla, kTitans, kDla, kLattice, kHope, kGam };
 
 // Lattice's recurrence variant (config `lattice_variant`): decoding, encoding or similarity loss.
 enum class LatticeVariant { kDec, kEnc, kSim };
@@ -97,6 +98,13 @@ struct ModelConfig {
   LatticeConfig lattice;
   // hope only (head_k_dim = head_v_dim = head_dim; conv_size is the memory's conv window).
   HopeConfig hope;
+  // gam only (learned positions, LayerNorm, memory bank; docs/model-format.md `gam`).
+  GamConfig gam;
+
+  // The most positions a sequence may reach (block_size for gam without position clamping); 0 = no limit.
+  int64_t max_positions() const {
+    return family == ModelFamily::kGam && !gam.clamp_positions ? gam.block_size : 0;
+  }
 
   // Memory Caching (config.json `memory_caching`); nullopt = off.
   std::optional<McConfig> memory_caching;

@@ -15,6 +15,7 @@ absl::StatusOr<std::unique_ptr<Mixer>> MakeMixer(const ModelConfig& config, cons
     case ModelFamily::kDla: return MakeDeepMemoryMixer(config, weights, layer);
     case ModelFamily::kLattice: return MakeLatticeMixer(config, weights, layer);
     case ModelFamily::kHope: return MakeHopeMixer(config, weights, layer);
+    case ModelFamily::kGam: return MakeGamMixer(config, weights, layer);
   }
   return absl::InternalError("unknown model family");
 }

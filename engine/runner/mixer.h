@@ -1,5 +1,5 @@
 // Mixer: the recurrent memory layer of one block (linear attention, GLA, DeltaNet, gated DeltaNet,
-// SWLA, Titans, DLA, Lattice, HOPE). Each family declares its per-slot state and runs a varlen batch of token
+// SWLA, Titans, DLA, Lattice, HOPE, GAM). Each family declares its per-slot state and runs a varlen batch of token
 // rows — prefill chunks and one-token decodes alike — through its memory. Built at load time;
 // Forward is called from the engine loop thread.
 #pragma once
@@ -45,5 +45,7 @@ absl::StatusOr<std::unique_ptr<Mixer>> MakeDeepMemoryMixer(const ModelConfig& c,
 absl::StatusOr<std::unique_ptr<Mixer>> MakeLatticeMixer(const ModelConfig& c, const WeightBinder& w, int layer);
 // hope: self-modifying Titans (every projection a fast-weight memory of the request).
 absl::StatusOr<std::unique_ptr<Mixer>> MakeHopeMixer(const ModelConfig& c, const WeightBinder& w, int layer);
+// gam: causal conv with bias + static memory-bank read, fused by sigmoid gates.
+absl::StatusOr<std::unique_ptr<Mixer>> MakeGamMixer(const ModelConfig& c, const WeightBinder& w, int layer);
 
 }  // namespace mcserve::engine

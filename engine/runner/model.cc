@@ -7,14 +7,42 @@
 #include "kernels/elementwise/elementwise.h"
 #include "kernels/gather_rows/gather_rows.h"
 #include "kernels/linear/linear.h"
-#include "kernels/rms_norm/rms_norm.h"
 
 namespace mcserve::engine {
 
 using kernels::Tensor;
 
+namespace {
+
+// gam's embedding: token_embedding.weight, or head.weight (its tied alias) when only that is stored.
+std::string GamEmbeddingName(const WeightBinder& w) {
+  return !w.Has("token_embedding.weight") && w.Has("head.weight") ? "head.weight" : "token_embedding.weight";
+}
+
+// gam's head is tied: a stored head.weight must equal the embeddings [vocab, H].
+absl::Status CheckGamTiedHead(std::shared_ptr<const WeightStore> store, const Tensor& embeddings,
+                              const kernels::Shape& shape) {
+  const WeightBinder host(std::move(store), kernels::Device::kCpu);  // not counted as parameters
+  if (!host.Has("head.weight") || GamEmbeddingName(host) == "head.weight") return absl::OkStatus();
+  MCSERVE_ASSIGN_OR_RETURN(Tensor head, host.Float("head.weight", shape));
+  MCSERVE_ASSIGN_OR_RETURN(std::vector<float> a, head.ToHostF32());
+  MCSERVE_ASSIGN_OR_RETURN(std::vector<float> b, embeddings.ToHostF32());
+  if (a != b) return absl::InvalidArgumentError("gam: head.weight must equal token_embedding.weight (tied)");
+  return absl::OkStatus();
+}
+
+// Memory Caching caches a recurrent memory; gam has none.
+absl::Status RefuseMemoryCaching(const ModelConfig& c, const ModelOptions& options) {
+  if (c.family != ModelFamily::kGam || (options.mc_overrides.empty() && !c.memory_caching)) return absl::OkStatus();
+  return absl::UnimplementedError(
+      "gam: Memory Caching (memory_caching, --mc-* overrides) does not apply to this family: it has no recurrent "
+      "memory to cache");
+}
+
+}  // namespace
+
 struct Model::Block {
-  Tensor attn_norm;                     // [H]
+  Norm attn_norm;                       // [H]
   std::unique_ptr<Mixer> mixer;
   std::vector<FeedForwardLevel> ffn;    // the MLP (one level) or HOPE's CMS levels
 };
@@ -24,6 +52,7 @@ Model::~Model() = default;
 absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir, const ModelOptions& options) {
   std::unique_ptr<Model> m(new Model());
   MCSERVE_ASSIGN_OR_RETURN(m->config_, LoadModelConfig(dir));
+  MCSERVE_RETURN_IF_ERROR(RefuseMemoryCaching(m->config_, options));
   MCSERVE_ASSIGN_OR_RETURN(m->config_.memory_caching,
                            ApplyMcOverrides(m->config_.memory_caching, options.mc_overrides));
   MCSERVE_ASSIGN_OR_RETURN(m->weights_, WeightStore::Open(dir));
@@ -38,23 +67,43 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir, const
   }
   m->ctx_ = {.device = options.device, .pool = m->pool_.get()};
   WeightBinder w(m->weights_, options.device);
+  MCSERVE_RETURN_IF_ERROR(m->BindWeights(w));
+  m->num_parameters_ = w.bound_parameters();
+  return m;
+}
+
+absl::Status Model::BindWeights(WeightBinder& w) {
+  const ModelConfig& c = config_;
   const int64_t h = c.hidden_size;
-  MCSERVE_ASSIGN_OR_RETURN(m->embeddings_, w.Matrix("model.embeddings.weight", {c.vocab_size, h}));
+  const bool gam = c.family == ModelFamily::kGam;
+  MCSERVE_ASSIGN_OR_RETURN(embeddings_, w.Matrix(gam ? GamEmbeddingName(w) : "model.embeddings.weight",
+                                                 {c.vocab_size, h}));
+  if (gam) {
+    MCSERVE_ASSIGN_OR_RETURN(positions_, PositionTable::Bind(c, w));
+  }
   for (int i = 0; i < c.num_hidden_layers; ++i) {
-    const std::string p = absl::StrCat("model.layers.", i, ".");
     Block b;
-    MCSERVE_ASSIGN_OR_RETURN(b.attn_norm, w.Float(p + "attn_norm.weight", {h}));
+    if (gam) {
+      MCSERVE_ASSIGN_OR_RETURN(b.attn_norm, Norm::BindLayerNorm(w, absl::StrCat("blocks.", i, ".ln1."), h));
+    } else {
+      MCSERVE_ASSIGN_OR_RETURN(b.attn_norm, Norm::BindRms(w, absl::StrCat("model.layers.", i, ".attn_norm.weight"), h));
+    }
     MCSERVE_ASSIGN_OR_RETURN(b.mixer, MakeMixer(c, w, i));
     MCSERVE_ASSIGN_OR_RETURN(b.ffn, BindFeedForward(c, w, i));
-    m->blocks_.push_back(std::move(b));
+    blocks_.push_back(std::move(b));
   }
-  MCSERVE_ASSIGN_OR_RETURN(m->final_norm_, w.Float("model.norm.weight", {h}));
+  if (gam) {
+    MCSERVE_ASSIGN_OR_RETURN(final_norm_, Norm::BindLayerNorm(w, "ln_f.", h));
+    lm_head_ = embeddings_;
+    return CheckGamTiedHead(weights_, embeddings_, {c.vocab_size, h});
+  }
+  MCSERVE_ASSIGN_OR_RETURN(final_norm_, Norm::BindRms(w, "model.norm.weight", h));
   if (c.tie_word_embeddings && !w.Has("lm_head.weight")) {
-    m->lm_head_ = m->embeddings_;
+    lm_head_ = embeddings_;
   } else {
-    MCSERVE_ASSIGN_OR_RETURN(m->lm_head_, w.Matrix("lm_head.weight", {c.vocab_size, h}));
+    MCSERVE_ASSIGN_OR_RETURN(lm_head_, w.Matrix("lm_head.weight", {c.vocab_size, h}));
   }
-  return m;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<StatePool> Model::NewStatePool(int num_slots, const CheckpointStoreOptions& checkpoints) const {
@@ -65,16 +114,15 @@ absl::StatusOr<StatePool> Model::NewStatePool(int num_slots, const CheckpointSto
 
 absl::Status Model::RunBlock(const Block& b, Tensor& h, const MixerBatch& batch, LayerState& state) const {
   const float eps = config_.norm_eps;
-  MCSERVE_ASSIGN_OR_RETURN(Tensor normed, NewF32(ctx_, h.shape()));
-  MCSERVE_RETURN_IF_ERROR(kernels::RmsNorm(ctx_, {.x = &h, .weight = &b.attn_norm, .eps = eps, .out = &normed}));
+  MCSERVE_ASSIGN_OR_RETURN(Tensor normed, NewF32(ctx_, h.shape()));  // [T, H]
+  MCSERVE_RETURN_IF_ERROR(b.attn_norm.Apply(ctx_, h, eps, normed));
   MCSERVE_ASSIGN_OR_RETURN(Tensor mixed, NewF32(ctx_, h.shape()));
   MCSERVE_RETURN_IF_ERROR(b.mixer->Forward(ctx_, normed, batch, state, &mixed));
   MCSERVE_RETURN_IF_ERROR(kernels::Add(ctx_, {.a = &h, .b = &mixed, .out = &h}));
   return RunFeedForward(ctx_, b.ffn, eps, h);
 }
 
-absl::StatusOr<Tensor> Model::Forward(std::span<const SequenceChunk> chunks, StatePool& pool) const {
-  std::vector<int32_t> ids, cu = {0}, slots, logit_rows;
+absl::Status Model::CheckChunks(std::span<const SequenceChunk> chunks, const StatePool& pool) const {
   for (const SequenceChunk& c : chunks) {
     if (c.tokens.empty()) return absl::InvalidArgumentError("Forward: empty token chunk");
     for (int32_t id : c.tokens) {
@@ -83,6 +131,17 @@ absl::StatusOr<Tensor> Model::Forward(std::span<const SequenceChunk> chunks, Sta
             absl::StrCat("token id ", id, " is outside the vocabulary [0, ", config_.vocab_size, ")"));
       }
     }
+    if (positions_ && c.slot >= 0 && c.slot < pool.num_slots()) {
+      MCSERVE_RETURN_IF_ERROR(positions_->Check(pool.position(c.slot), static_cast<int64_t>(c.tokens.size())));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Tensor> Model::Forward(std::span<const SequenceChunk> chunks, StatePool& pool) const {
+  MCSERVE_RETURN_IF_ERROR(CheckChunks(chunks, pool));
+  std::vector<int32_t> ids, cu = {0}, slots, logit_rows;
+  for (const SequenceChunk& c : chunks) {
     const int32_t begin = cu.back();
     ids.insert(ids.end(), c.tokens.begin(), c.tokens.end());
     cu.push_back(static_cast<int32_t>(ids.size()));
@@ -101,14 +160,14 @@ absl::StatusOr<Tensor> Model::Forward(std::span<const SequenceChunk> chunks, Sta
 
   MCSERVE_ASSIGN_OR_RETURN(Tensor h, NewF32(ctx_, {t, config_.hidden_size}));  // residual stream
   MCSERVE_RETURN_IF_ERROR(kernels::GatherRows(ctx_, {.table = &embeddings_, .ids = &ids_t, .out = &h}));
+  if (positions_) MCSERVE_RETURN_IF_ERROR(positions_->Add(ctx_, batch, h));
   for (size_t i = 0; i < blocks_.size(); ++i) {
     MCSERVE_RETURN_IF_ERROR(RunBlock(blocks_[i], h, batch, pool.layer(i)));
   }
   for (const SequenceChunk& c : chunks) pool.Advance(c.slot, static_cast<int64_t>(c.tokens.size()));
   MCSERVE_ASSIGN_OR_RETURN(Tensor last, NewF32(ctx_, {rows, config_.hidden_size}));
   MCSERVE_RETURN_IF_ERROR(kernels::GatherRows(ctx_, {.table = &h, .ids = &rows_t, .out = &last}));
-  MCSERVE_RETURN_IF_ERROR(
-      kernels::RmsNorm(ctx_, {.x = &last, .weight = &final_norm_, .eps = config_.norm_eps, .out = &last}));
+  MCSERVE_RETURN_IF_ERROR(final_norm_.Apply(ctx_, last, config_.norm_eps, last));
   return Project(ctx_, last, lm_head_);
 }
 

@@ -1,10 +1,12 @@
-// Model: a loaded recurrent LM (fla block skeleton: embedding → N × [norm → mixer → residual →
-// feed-forward levels (norm → MLP → residual each; feed_forward.h)] → norm → LM head) that runs varlen batches of token chunks, each
-// bound to a state slot. Load from any thread; Forward from one thread at a time (the engine loop).
+// Model: a loaded recurrent LM (fla block skeleton: embedding [+ learned positions: gam] → N × [norm →
+// mixer → residual → feed-forward levels (norm → MLP → residual each; feed_forward.h)] → norm → LM head;
+// the norms RMSNorm, or LayerNorm for gam) that runs varlen batches of token chunks, each bound to a
+// state slot. Load from any thread; Forward from one thread at a time (the engine loop).
 #pragma once
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -14,6 +16,8 @@
 #include "engine/model/tokenizer.h"
 #include "engine/model/weights.h"
 #include "engine/runner/mixer.h"
+#include "engine/runner/norm.h"
+#include "engine/runner/position_table.h"
 #include "engine/runner/state_pool.h"
 #include "kernels/core/context.h"
 #include "kernels/cpu/thread_pool.h"
@@ -46,6 +50,8 @@ class Model {
   const ModelConfig& config() const { return config_; }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   const kernels::Context& context() const { return ctx_; }
+  // Elements of the distinct weight tensors the model bound (a tied head counted once).
+  int64_t num_parameters() const { return num_parameters_; }
 
   // A pool of `num_slots` zeroed state slots shaped for this model, with a checkpoint store of the
   // given tier budgets.
@@ -53,12 +59,17 @@ class Model {
 
   // Runs the chunks (distinct slots) as one batch, updating their states. Returns logits
   // [R, vocab] on the model's device: per chunk in order, every row if all_logits else the last.
-  // Token ids outside the vocabulary → InvalidArgument.
+  // Token ids outside the vocabulary, or (gam without position clamping) a token position ≥
+  // block_size → InvalidArgument, before any state changes.
   absl::StatusOr<kernels::Tensor> Forward(std::span<const SequenceChunk> chunks, StatePool& pool) const;
 
  private:
   struct Block;
   Model() = default;
+  // Binds the embeddings, blocks, final norm and head (names per family) with `w`.
+  absl::Status BindWeights(WeightBinder& w);
+  // The chunks' token ids and positions checked (vocabulary, position limit).
+  absl::Status CheckChunks(std::span<const SequenceChunk> chunks, const StatePool& pool) const;
   absl::Status RunBlock(const Block& block, kernels::Tensor& h, const MixerBatch& batch, LayerState& state) const;
 
   ModelConfig config_;
@@ -66,10 +77,12 @@ class Model {
   std::shared_ptr<const WeightStore> weights_;
   std::unique_ptr<kernels::cpu::ThreadPool> pool_;
   kernels::Context ctx_;
-  kernels::Tensor embeddings_;  // [vocab, H]
+  kernels::Tensor embeddings_;               // [vocab, H]
+  std::optional<PositionTable> positions_;  // [block_size, H] (gam)
   std::vector<Block> blocks_;
-  kernels::Tensor final_norm_;  // [H]
-  kernels::Tensor lm_head_;     // [vocab, H] (the embeddings when tied)
+  Norm final_norm_;                         // [H]
+  kernels::Tensor lm_head_;                 // [vocab, H] (the embeddings when tied)
+  int64_t num_parameters_ = 0;
 };
 
 }  // namespace mcserve::engine

@@ -15,6 +15,7 @@ absl::StatusOr<Tensor> WeightBinder::Stored(std::string_view name, const kernels
     return absl::InvalidArgumentError(absl::StrCat(store_->FileOf(name), ": tensor ", std::string(name),
                                                    " has dtype I32; weights must be F32, F16 or BF16"));
   }
+  if (bound_names_.insert(std::string(name)).second) bound_elements_ += t.numel();
   return t;
 }
 

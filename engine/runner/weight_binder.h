@@ -8,6 +8,8 @@
 #include <string>
 #include <string_view>
 
+#include "absl/container/flat_hash_set.h"
+
 #include "absl/status/statusor.h"
 #include "engine/model/weights.h"
 #include "kernels/core/tensor.h"
@@ -27,6 +29,9 @@ class WeightBinder {
   bool Has(std::string_view name) const { return store_->Has(name); }
   // The device the weights are bound to.
   kernels::Device device() const { return device_; }
+  // Elements of the distinct tensors bound so far (a tensor bound twice, e.g. a tied head, counts once):
+  // the model's parameter count once loading is done.
+  int64_t bound_parameters() const { return bound_elements_; }
 
  private:
   // The stored (host) tensor with exactly `shape`; InvalidArgument for an I32 tensor.
@@ -34,6 +39,8 @@ class WeightBinder {
 
   std::shared_ptr<const WeightStore> store_;
   kernels::Device device_;
+  mutable absl::flat_hash_set<std::string> bound_names_;  // for bound_parameters()
+  mutable int64_t bound_elements_ = 0;
 };
 
 }  // namespace mcserve::engine

@@ -47,7 +47,8 @@ Engine::Engine(std::unique_ptr<ModelRunner> runner, const Tokenizer* tokenizer, 
       // Prompt ids must be known to both the tokenizer and the model.
       limits_{.vocab_size = std::min<int32_t>(vocab_size_, tokenizer->vocab_size()),
               .max_prompt_tokens = options.max_prompt_tokens,
-              .max_tokens_limit = options.max_tokens_limit} {
+              .max_tokens_limit = options.max_tokens_limit,
+              .max_positions = runner_->max_positions()} {
   for (int32_t id = tokenizer->vocab_size(); id < vocab_size_; ++id) padding_ids_.push_back(id);
   counters_.slots_total = num_slots_;
 }

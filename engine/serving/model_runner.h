@@ -51,6 +51,9 @@ class ModelRunner {
   // tokens (0 = no prefix reuse). Chunks may end anywhere; ending on a multiple saves the runner a
   // split forward pass.
   virtual int64_t boundary_tokens() const = 0;
+  // The most token positions a sequence may reach (prompt + generated; gam's block_size when it does
+  // not clamp positions); 0 = no limit.
+  virtual int64_t max_positions() const { return 0; }
 
   // State slots no sequence holds now (the runner's pool owns the free list).
   virtual int num_free_slots() const = 0;

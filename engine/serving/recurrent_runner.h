@@ -35,6 +35,7 @@ class RecurrentRunner : public ModelRunner {
   int num_slots() const override { return pool_.num_slots(); }
   int vocab_size() const override;
   int64_t boundary_tokens() const override { return cache_ ? cache_->block_tokens() : 0; }
+  int64_t max_positions() const override { return model_->config().max_positions(); }
   int num_free_slots() const override { return pool_.num_free(); }
   int64_t position(int slot) const override { return pool_.position(slot); }
   absl::StatusOr<BeginResult> Begin(std::span<const int32_t> prompt) override;

@@ -57,11 +57,21 @@ absl::Status CheckSampling(const SamplingParams& sampling, const RequestLimits& 
   return absl::OkStatus();
 }
 
+// prompt + max_tokens must fit the model's learned positions (gam's block_size).
+absl::Status CheckPositions(const RequestSpec& spec, const RequestLimits& limits) {
+  const int64_t total = static_cast<int64_t>(spec.prompt.size()) + spec.stop.max_tokens;
+  if (limits.max_positions <= 0 || total <= limits.max_positions) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "prompt (", spec.prompt.size(), " tokens) + max_tokens (", spec.stop.max_tokens, ") = ", total,
+      " is more than the model's position limit block_size = ", limits.max_positions, " tokens"));
+}
+
 }  // namespace
 
 absl::Status CheckRequest(const RequestSpec& spec, const RequestLimits& limits) {
   MCSERVE_RETURN_IF_ERROR(CheckPrompt(spec.prompt, limits));
   MCSERVE_RETURN_IF_ERROR(CheckStop(spec.stop, limits));
+  MCSERVE_RETURN_IF_ERROR(CheckPositions(spec, limits));
   return CheckSampling(spec.sampling, limits);
 }
 

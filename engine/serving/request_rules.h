@@ -18,13 +18,14 @@ struct RequestLimits {
   int32_t vocab_size = 0;
   int64_t max_prompt_tokens = 1 << 20;  // --max-prompt-tokens
   int32_t max_tokens_limit = 4096;      // largest max_tokens (and min_tokens): EngineOptions::max_tokens_limit
+  int64_t max_positions = 0;            // the model's position limit for prompt + max_tokens (0: none)
   static constexpr int kMaxLogprobs = 20;  // top-n alternatives per token, as OpenAI's API
 };
 
 // OK, or InvalidArgument naming the field and the value for the first rule `spec` breaks: an empty
 // prompt or one over max_prompt_tokens; a prompt id, stop id or logit_bias key outside
 // [0, vocab_size); max_tokens outside [1, max_tokens_limit]; min_tokens outside [0, max_tokens_limit];
-// logprobs outside [0, kMaxLogprobs]. Sampling values' own ranges are Sampler::Create's. Any thread.
+// logprobs outside [0, kMaxLogprobs]; prompt + max_tokens over max_positions (when set). Sampling values' own ranges are Sampler::Create's. Any thread.
 absl::Status CheckRequest(const RequestSpec& spec, const RequestLimits& limits);
 
 }  // namespace mcserve::engine

@@ -19,4 +19,17 @@ __device__ __forceinline__ float BlockSum(float v, float* warp_sums) {
   return total;
 }
 
+// Maximum of `v` over the block (same shape rules as BlockSum); every thread gets it. warp_maxes:
+// [32] shared, not shared with another reduction of the same kernel. Contains one __syncthreads.
+__device__ __forceinline__ float BlockMax(float v, float* warp_maxes) {
+  for (int offset = 16; offset > 0; offset >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) warp_maxes[warp] = v;
+  __syncthreads();
+  float m = warp_maxes[0];
+  const int warps = blockDim.x / 32;
+  for (int i = 1; i < warps; ++i) m = fmaxf(m, warp_maxes[i]);
+  return m;
+}
+
 }  // namespace mcserve::kernels::MCSERVE_CUDA_NS

@@ -12,7 +12,7 @@ Each fixture directory holds config.json, model.safetensors (or shards + index),
 tokenizer.model, golden.safetensors {prompt_ids I32 [T], logits F32 [T, vocab], greedy_ids I32 [16]}
 and golden.json (same, human readable, plus the prompt text).
 
-Weights are drawn from numpy RandomState (a frozen stream; hope: torch.Generator through hope.random_weights), the reference runs in float64
+Weights are drawn from numpy RandomState (a frozen stream; hope, gam: torch.Generator through their random_weights), the reference runs in float64
 with torch using 1 thread, and the seed is searched deterministically until the greedy
 continuation is non-degenerate and has a clear argmax margin at every step.
 """
@@ -36,6 +36,8 @@ from mcserve_ref.model import CausalLM  # noqa: E402
 from mcserve_ref import safetensors_io as st  # noqa: E402
 from mcserve_ref.lattice import orthonormal_rows, param_specs as lattice_param_specs  # noqa: E402
 from mcserve_ref.hope import HopeLM, random_weights as hope_random_weights  # noqa: E402
+from mcserve_ref.gam import GamLM  # noqa: E402
+from mcserve_ref.gam_weights import random_weights as gam_random_weights  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(HERE))
 DATA = os.path.join(REPO, "tests", "data")
@@ -187,6 +189,16 @@ FIXTURES["hope_anchor_momentum"] = (dict(HOPE_BASE, readout_mode="A", momentum="
                                          conv_size=1, memory_expansion=1, chunk_size_other=3, chunk_size_mem=7,
                                          tie_word_embeddings=True),
                                     {"hope": True})
+
+# GAM (docs/model-format.md `gam`): the official code's field and tensor names, weights from
+# gam_weights.random_weights.  block_size 80 leaves room for test_models' 70-token chunking check.
+GAM_BASE = dict(model_type="gam", vocab_size=VOCAB, block_size=80, n_embed=32, n_layer=2, num_memory_slots=16,
+                conv_kernel_size=3)
+FIXTURES["gam"] = (GAM_BASE, {"gam": True})
+# ... and the clamp extension: a 40-row table that the prompt + greedy run passes (positions >= 40 read row
+# 30), deeper (3 layers) with a 4-tap conv and 8 slots; the engine's long-sequence tests use it.
+FIXTURES["gam_clamp"] = (dict(GAM_BASE, block_size=40, n_embed=16, n_layer=3, num_memory_slots=8, conv_kernel_size=4,
+                              position_overflow="clamp", overflow_position=30), {"gam": True})
 
 
 # ------------------------------------------------------------------------------- MC variants
@@ -507,8 +519,26 @@ def _evaluate_hope(config, tensors, prompt_ids):
     return logits, greedy, margins
 
 
+def _evaluate_gam(config, tensors, prompt_ids):
+    """_evaluate for `gam` (GamLM, float64): prompt logits (parallel form), greedy ids and their margins."""
+    m = GamLM(config, tensors, dtype=torch.float64)
+    logits = m.forward(prompt_ids)
+    state = m.new_state()
+    last, greedy, margins = m.step(prompt_ids, state)[-1], [], []
+    for _ in range(N_GREEDY):
+        top2 = torch.topk(last, 2).values
+        margins.append(float(top2[0] - top2[1]))
+        greedy.append(int(torch.argmax(last)))
+        last = m.step([greedy[-1]], state)[-1]
+    return logits, greedy, margins
+
+
 def _candidate(config, opts, seed, dtype):
     """(file tensors, logits, greedy ids, margins) of the fixture drawn with `seed`."""
+    if opts.get("gam"):
+        weights = gam_random_weights(config, seed=seed, dtype=torch.float32)
+        tensors = {n: st.make_tensor(t.numpy(), dtype) for n, t in weights.items()}
+        return (tensors,) + _evaluate_gam(config, weights, prompt_ids=encode_prompt())
     if opts.get("hope"):
         weights = hope_random_weights(config, seed=seed, dtype=torch.float32)
         tensors = {n: st.make_tensor(t.numpy(), dtype) for n, t in weights.items()}

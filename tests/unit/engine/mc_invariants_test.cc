@@ -27,6 +27,12 @@ bool Hope(const std::string& name) {
   return c.ok() && c->family == ModelFamily::kHope;
 }
 
+// gam: no recurrent memory, so Memory Caching does not apply.
+bool Gam(const std::string& name) {
+  auto c = LoadModelConfig(FixtureDir(name));
+  return c.ok() && c->family == ModelFamily::kGam;
+}
+
 // The MLP memories (dla, titans memory_depth 2): soup is an aggregation of its own on them (it is
 // GRM on matrix memories).
 bool DeepMemory(const std::string& name) {
@@ -83,11 +89,11 @@ std::vector<int32_t> Prompt(const std::string& name) { return testing::LoadGolde
 
 class McInvariantsTest : public ::testing::TestWithParam<std::string> {};
 
-// Fixtures MC runs on: every one but normalised linear attention and hope.
+// Fixtures MC runs on: every one but normalised linear attention, hope and gam.
 std::vector<std::string> CachingFixtures() {
   std::vector<std::string> names;
   for (const std::string& n : FixtureNames()) {
-    if (!Normalised(n) && !Hope(n)) names.push_back(n);
+    if (!Normalised(n) && !Hope(n) && !Gam(n)) names.push_back(n);
   }
   return names;
 }
@@ -100,6 +106,19 @@ TEST(McInvariants, HopeIsRejectedNamingTheFamily) {
     ASSERT_FALSE(m.ok()) << name;
     EXPECT_EQ(m.status().code(), absl::StatusCode::kUnimplemented);
     EXPECT_NE(m.status().message().find("hope"), std::string::npos) << m.status();
+    ++rejected;
+  }
+  EXPECT_GE(rejected, 1);
+}
+
+TEST(McInvariants, GamIsRejectedNamingTheFamily) {
+  int rejected = 0;
+  for (const std::string& name : FixtureNames()) {
+    if (!Gam(name)) continue;
+    auto m = Model::Load(FixtureDir(name), {.mc_overrides = {{"aggregation", "ssc"}}});
+    ASSERT_FALSE(m.ok()) << name;
+    EXPECT_EQ(m.status().code(), absl::StatusCode::kUnimplemented);
+    EXPECT_NE(m.status().message().find("gam"), std::string::npos) << m.status();
     ++rejected;
   }
   EXPECT_GE(rejected, 1);

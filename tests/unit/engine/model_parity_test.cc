@@ -126,7 +126,7 @@ TEST(ModelParity, EveryFamilyHasAFixture) {
   }
   EXPECT_EQ(types,
             (std::set<std::string>{"linear_attn", "gla", "delta_net", "gated_deltanet", "swla", "titans", "dla",
-                                    "lattice", "hope"}));
+                                    "lattice", "hope", "gam"}));
 }
 
 }  // namespace

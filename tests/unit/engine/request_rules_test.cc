@@ -78,3 +78,25 @@ TEST(RequestRulesTest, LogprobsAreAtMostTwenty) {
 
 }  // namespace
 }  // namespace mcserve::engine
+
+namespace mcserve::engine {
+namespace {
+
+// A model with a learned position table (gam): prompt + max_tokens must fit block_size.
+TEST(RequestRulesTest, PromptPlusMaxTokensFitTheModelsPositions) {
+  RequestLimits limits = kLimits;
+  limits.max_positions = 10;
+  RequestSpec spec = Valid();  // 2 prompt tokens
+  spec.stop.max_tokens = 8;
+  EXPECT_TRUE(CheckRequest(spec, limits).ok());
+  spec.stop.max_tokens = 9;
+  const absl::Status s = CheckRequest(spec, limits);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(),
+            "prompt (2 tokens) + max_tokens (9) = 11 is more than the model's position limit block_size = 10 tokens");
+  limits.max_positions = 0;  // no limit
+  EXPECT_TRUE(CheckRequest(spec, limits).ok());
+}
+
+}  // namespace
+}  // namespace mcserve::engine

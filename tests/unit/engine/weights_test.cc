@@ -249,6 +249,53 @@ void ExpectHopeLayer(const WeightStore& store, const ModelConfig& c, const std::
   }
 }
 
+// A gam layer (prefix blocks.{i}.): ln1, the depthwise conv with bias, the memory bank, the gate
+// projection, ln2 and the biased GELU MLP (4·n_embed wide).
+void ExpectGamLayer(const WeightStore& store, const ModelConfig& c, const std::string& p) {
+  const int64_t d = c.hidden_size, k = c.gam.conv_kernel_size;
+  for (const char* vec : {"ln1.weight", "ln1.bias", "ln2.weight", "ln2.bias", "causal_conv.bias", "ffn.2.bias"}) {
+    EXPECT_TRUE(store.Get(p + vec, Shape{d}).ok()) << p << vec;
+  }
+  EXPECT_TRUE(store.Get(p + "causal_conv.weight", Shape{d, 1, k}).ok());
+  EXPECT_TRUE(store.Get(p + "memory_bank", Shape{c.gam.num_memory_slots, d}).ok());
+  EXPECT_TRUE(store.Get(p + "gate.weight", Shape{2 * d, d}).ok());
+  EXPECT_TRUE(store.Get(p + "gate.bias", Shape{2 * d}).ok());
+  EXPECT_TRUE(store.Get(p + "ffn.0.weight", Shape{4 * d, d}).ok());
+  EXPECT_TRUE(store.Get(p + "ffn.0.bias", Shape{4 * d}).ok());
+  EXPECT_TRUE(store.Get(p + "ffn.2.weight", Shape{d, 4 * d}).ok());
+}
+
+// gam's skeleton: token and position embeddings, ln_f, no separate head (tied).
+void ExpectGamSkeleton(const WeightStore& store, const ModelConfig& c) {
+  const int64_t d = c.hidden_size;
+  EXPECT_TRUE(store.Get("token_embedding.weight", Shape{c.vocab_size, d}).ok());
+  EXPECT_TRUE(store.Get("pos_embedding.weight", Shape{c.gam.block_size, d}).ok());
+  EXPECT_TRUE(store.Get("ln_f.weight", Shape{d}).ok());
+  EXPECT_TRUE(store.Get("ln_f.bias", Shape{d}).ok());
+  EXPECT_FALSE(store.Has("head.weight"));
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) ExpectGamLayer(store, c, "blocks." + std::to_string(i) + ".");
+}
+
+// The fla skeleton (and hope's): embeddings, final norm, the head unless tied, every layer.
+void ExpectFlaSkeleton(const WeightStore& store, const ModelConfig& c) {
+  const int64_t h = c.hidden_size;
+  EXPECT_TRUE(store.Get("model.embeddings.weight", Shape{c.vocab_size, h}).ok());
+  EXPECT_TRUE(store.Get("model.norm.weight", Shape{h}).ok());
+  if (c.tie_word_embeddings) {
+    EXPECT_FALSE(store.Has("lm_head.weight"));
+  } else {
+    EXPECT_TRUE(store.Get("lm_head.weight", Shape{c.vocab_size, h}).ok());
+  }
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    if (c.family == ModelFamily::kHope) {
+      ExpectHopeLayer(store, c, p);
+    } else {
+      ExpectFlaLayer(store, c, p);
+    }
+  }
+}
+
 // Every fixture directory under tests/data/models loads: config, weights, tokenizer, golden file,
 // and the shared skeleton's tensors have the shapes the config implies.
 TEST(FixtureModelsTest, EveryFixtureLoads) {
@@ -265,21 +312,10 @@ TEST(FixtureModelsTest, EveryFixtureLoads) {
     auto store = WeightStore::Open(dir);
     ASSERT_TRUE(store.ok()) << store.status();
     const ModelConfig& c = *config;
-    const int64_t h = c.hidden_size;
-    EXPECT_TRUE((*store)->Get("model.embeddings.weight", Shape{c.vocab_size, h}).ok());
-    EXPECT_TRUE((*store)->Get("model.norm.weight", Shape{h}).ok());
-    if (c.tie_word_embeddings) {
-      EXPECT_FALSE((*store)->Has("lm_head.weight"));
+    if (c.family == ModelFamily::kGam) {
+      ExpectGamSkeleton(**store, c);
     } else {
-      EXPECT_TRUE((*store)->Get("lm_head.weight", Shape{c.vocab_size, h}).ok());
-    }
-    for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
-      const std::string p = "model.layers." + std::to_string(i) + ".";
-      if (c.family == ModelFamily::kHope) {
-        ExpectHopeLayer(**store, c, p);
-      } else {
-        ExpectFlaLayer(**store, c, p);
-      }
+      ExpectFlaSkeleton(**store, c);
     }
     const std::string golden = dir + "/golden.safetensors";
     if (std::filesystem::exists(golden)) {
