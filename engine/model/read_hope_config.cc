@@ -28,9 +28,7 @@ const std::set<std::string>& HopeKeys() {
 
 absl::Status CheckKeys(const ConfigReader& r) {
   for (const auto& [key, value] : r.object().items()) {
-    if (key == "memory_caching") {
-      return r.Error("hope: \"memory_caching\" is not supported on hope models yet");
-    }
+    if (key == "memory_caching") continue;  // parsed with every family's (ParseMcConfig)
     if (!HopeKeys().contains(key)) return r.Error(absl::StrCat("\"", key, "\" is not a hope config field"));
   }
   for (const char* key : {"hidden_size", "num_hidden_layers", "num_heads", "head_dim", "vocab_size"}) {
