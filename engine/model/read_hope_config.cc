@@ -183,6 +183,10 @@ absl::Status ReadHopeConfig(const ConfigReader& r, ModelConfig& c) {
                       "is not supported by the engine yet"));
     }
   }
+  if (h.cms_adaptive && c.memory_caching) {
+    return absl::UnimplementedError(absl::StrCat(
+        r.source(), ": hope: \"memory_caching\" is not defined with \"cms_adaptive\": true"));
+  }
   if (std::lcm(h.chunk_size_other, h.chunk_size_mem) > (int64_t{1} << 30)) {
     return r.Error("hope: the least common multiple of \"chunk_size_other\" and \"chunk_size_mem\" must be <= 2^30");
   }

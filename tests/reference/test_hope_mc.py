@@ -1,5 +1,5 @@
-"""Memory Caching on HOPE's M_mem (mcserve_ref/mc_hope.py; docs/memory-caching.md "Memory Caching on hope
-(reference)").  float64 throughout.
+"""Memory Caching on HOPE's M_mem (mcserve_ref/mc_hope.py; docs/memory-caching.md "Memory Caching on hope").
+float64 throughout.
 
 Checks: nothing cached yet == the base model (every read-out mode); residual over one segment == base;
 SSC keeping every cached segment == GRM; independent != checkpoint; any split into step() calls == one
