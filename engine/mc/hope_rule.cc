@@ -1,9 +1,12 @@
-// HopeRule: MemoryStage's view of HOPE's self-modifying Titans memories (hope_rule.h).
+// HopeRule: MemoryStage's view of HOPE's M_mem (hope_rule.h).
 #include "engine/mc/hope_rule.h"
 
 #include <vector>
 
 #include "base/status_macros.h"
+#include "engine/runner/mixer_ops.h"
+#include "kernels/deep_memory/deep_mc_readout.h"
+#include "kernels/hope_memory/hope_mem_write.h"
 
 namespace mcserve::engine {
 
@@ -16,71 +19,116 @@ bool HasMomentum(const kernels::HopeMemoryOptions& o) { return o.momentum != ker
 
 }  // namespace
 
-std::vector<StateSpec> HopeRule::StateSpecs(const kernels::HopeMemoryOptions& o, int64_t heads) {
+std::vector<StateSpec> HopeRule::MemStates(const kernels::HopeMemoryOptions& o, int64_t heads) {
+  const int64_t pm = kernels::HopeMemParams(o);
+  std::vector<StateSpec> specs = {{"mem_anchor", {heads, pm}}};
+  if (HasMomentum(o)) specs.push_back({"momentum", {heads, pm}});
+  return specs;
+}
+
+std::vector<StateSpec> HopeRule::StateSpecs(const HopeMemoryWeights& w, int64_t heads) {
+  const kernels::HopeMemoryOptions& o = w.options;
   const int64_t pm = kernels::HopeMemParams(o), pf = kernels::HopeFastParams(o);
-  std::vector<StateSpec> specs = {{"memory", {heads, pm}},
-                                  {"mem_anchor", {heads, pm}},
-                                  {"fast", {heads, pf}},
-                                  {"fast_anchor", {heads, pf}}};
-  if (HasMomentum(o)) {
-    specs.push_back({"momentum", {heads, pm}});
-    specs.push_back({"fast_momentum", {heads, pf}});
-  }
+  std::vector<StateSpec> specs = {{"memory", {heads, pm}}};
+  for (const StateSpec& s : MemStates(o, heads)) specs.push_back(s);
+  specs.push_back({"fast", {heads, pf}});
+  specs.push_back({"fast_anchor", {heads, pf}});
+  if (HasMomentum(o)) specs.push_back({"fast_momentum", {heads, pf}});
   if (o.conv_size > 1) {
     for (const char* name : {"conv_q", "conv_k", "conv_v"}) {
       specs.push_back({name, {o.conv_size - 1, heads * o.head_dim}});
     }
   }
+  if (w.soup) specs.push_back({"mem_read", {heads, pm}});
   return specs;
 }
 
 absl::Status HopeRule::Run(const Context& ctx, std::span<const int32_t> rows, const kernels::BatchLayout& layout,
                            std::span<const int64_t> first_positions, LayerState& state, Tensor* out) const {
-  // Anchors refresh every C tokens counted from the request's first token (A6): only the position
-  // modulo lcm(C_o, C_mem) matters.
+  // The anchor refresh counts from the request's first token, also for a memory restarted mid-request
+  // (decision 2). With one row per sequence (decode, row-by-row pieces, logarithmic MC's per-level
+  // compressors, whose first_positions count from their block) the row's own position says it; a
+  // multi-row sequence comes from a constant-segment piece or a whole batch, whose first_positions
+  // count from the request's start.
+  const bool one_row_each = rows.size() == first_positions.size();
   std::vector<int32_t> phase(first_positions.size());
-  for (size_t i = 0; i < phase.size(); ++i) phase[i] = static_cast<int32_t>(first_positions[i] % w_.phase_period);
+  for (size_t i = 0; i < phase.size(); ++i) {
+    const int64_t pos = one_row_each ? in_.row_positions[rows[i]] : first_positions[i];
+    phase[i] = static_cast<int32_t>(pos % w_.phase_period);
+  }
   MCSERVE_ASSIGN_OR_RETURN(Tensor phase_t, Tensor::FromHostI32(phase, {static_cast<int64_t>(phase.size())}, ctx.device));
-  kernels::HopeMemoryArgs a = args_;
-  a.options = w_.options;
-  std::vector<Tensor> keep;  // the selected rows of this pass's inputs
-  MCSERVE_RETURN_IF_ERROR(SelectRowsOf(ctx, rows, {&a.x, &a.q_pre, &a.beta}, keep));
-  a.skip = w_.skip ? &*w_.skip : nullptr;
-  a.q_conv = &w_.q_conv;
-  a.k_conv = &w_.k_conv;
-  a.v_conv = &w_.v_conv;
+  kernels::HopeMemWriteArgs a{.options = w_.options, .q = in_.q, .k = in_.k, .v = in_.v, .alpha = in_.alpha,
+                              .eta = in_.eta, .beta = in_.beta};
+  std::vector<Tensor> keep;  // the selected rows of this pass's features
+  MCSERVE_RETURN_IF_ERROR(SelectRowsOf(ctx, rows, {&a.q, &a.k, &a.v, &a.alpha, &a.eta, &a.beta}, keep));
   a.phase = &phase_t;
   a.layout = layout;
   a.memory = &state.at("memory");
   a.mem_anchor = &state.at("mem_anchor");
-  a.fast = &state.at("fast");
-  a.fast_anchor = &state.at("fast_anchor");
-  if (HasMomentum(w_.options)) {
-    a.momentum = &state.at("momentum");
-    a.fast_momentum = &state.at("fast_momentum");
-  }
-  if (w_.options.conv_size > 1) {
-    a.conv_q = &state.at("conv_q");
-    a.conv_k = &state.at("conv_k");
-    a.conv_v = &state.at("conv_v");
-  }
+  a.momentum = HasMomentum(w_.options) ? &state.at("momentum") : nullptr;
+  a.read_weights = w_.soup && state.tensors().contains("mem_read") ? &state.at("mem_read") : nullptr;
   a.out = out;
-  return kernels::HopeMemory(ctx, a);
+  return kernels::HopeMemWrite(ctx, a);
 }
 
-absl::Status HopeRule::Read(const Context& /*ctx*/, const McRead& /*read*/) const {
-  return absl::UnimplementedError("hope: Memory Caching is not supported");
+absl::Status HopeRule::Read(const Context& ctx, const McRead& r) const {
+  if (r.token_pages->dim(0) == 0) return absl::OkStatus();  // y = o_on for every row, already in out
+  const bool mean = r.mc->aggregation == McAggregation::kMean;
+  std::vector<kernels::DeepMcPage> pages;
+  pages.reserve(r.pages.size());
+  for (const kernels::McPage& p : r.pages) {
+    // The mean's one page is the running sum of the cached weights: read at 1/N of it.
+    const float scale = mean && r.cached > 0 ? 1.0f / static_cast<float>(r.cached) : 1.0f;
+    pages.push_back({.memory = p.memory, .pooled_key = p.pooled_key, .weight_scale = scale});
+  }
+  kernels::DeepMcReadoutArgs readout{
+      .activation = w_.options.activation == kernels::HopeActivation::kSilu ? kernels::DeepMcActivation::kSilu
+                                                                            : kernels::DeepMcActivation::kGelu,
+      .expansion = w_.options.expansion,
+      .top_k = r.mc->top_k,
+      .q = r.q,
+      .u = r.u,
+      .online_pool = r.pools,
+      .online = r.out,
+      .pages = pages,
+      .token_page_offsets = r.offsets,
+      .token_pages = r.token_pages,
+      .out = r.out};
+  switch (r.mc->aggregation) {
+    case McAggregation::kGrm: readout.combine = kernels::DeepMcCombine::kSoftmax; break;
+    case McAggregation::kSsc: readout.combine = kernels::DeepMcCombine::kTopKSoftmax; break;
+    case McAggregation::kResidual: readout.combine = kernels::DeepMcCombine::kSum; break;
+    case McAggregation::kSoup:  // the weights the online read-out read (rows without pages keep o_on)
+      readout.combine = kernels::DeepMcCombine::kSoup;
+      readout.online_memory = &r.state->at("mem_read");
+      readout.layout = r.layout;
+      break;
+    case McAggregation::kMean:  // y = a·M_on(q) + a·M_θ̄(q), a = ½ for average once something is cached
+      readout.combine = kernels::DeepMcCombine::kSum;
+      readout.online_weight = r.mc->mean_combine == McMeanCombine::kAverage && r.cached > 0 ? 0.5f : 1.0f;
+      readout.cached_weight = readout.online_weight;
+      break;
+  }
+  return kernels::DeepMcReadout(ctx, readout);
 }
 
 absl::Status HopeRule::Restart(const Context& /*ctx*/, int slot, LayerState& state) const {
-  Tensor memory = state.at("memory").Rows(slot, slot + 1);
-  MCSERVE_RETURN_IF_ERROR(memory.CopyFrom(w_.initial_memory));
-  Tensor fast = state.at("fast").Rows(slot, slot + 1);
-  MCSERVE_RETURN_IF_ERROR(fast.CopyFrom(w_.initial_fast));
-  if (HasMomentum(w_.options)) {
-    MCSERVE_RETURN_IF_ERROR(ZeroSlot(state.at("momentum"), slot));
-    MCSERVE_RETURN_IF_ERROR(ZeroSlot(state.at("fast_momentum"), slot));
+  return RestartMem(w_, slot, state);
+}
+
+absl::Status HopeRule::RestartMem(const HopeMemoryWeights& w, int slot, LayerState& state) {
+  for (const char* name : {"memory", "mem_anchor"}) {
+    Tensor row = state.at(name).Rows(slot, slot + 1);
+    MCSERVE_RETURN_IF_ERROR(row.CopyFrom(w.initial_memory));
   }
+  if (HasMomentum(w.options)) MCSERVE_RETURN_IF_ERROR(ZeroSlot(state.at("momentum"), slot));
+  return absl::OkStatus();
+}
+
+absl::Status HopeRule::RestartFast(const HopeMemoryWeights& w, int slot, LayerState& state) {
+  Tensor fast = state.at("fast").Rows(slot, slot + 1);
+  MCSERVE_RETURN_IF_ERROR(fast.CopyFrom(w.initial_fast));
+  if (HasMomentum(w.options)) MCSERVE_RETURN_IF_ERROR(ZeroSlot(state.at("fast_momentum"), slot));
   return absl::OkStatus();
 }
 

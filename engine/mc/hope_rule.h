@@ -1,11 +1,16 @@
-// HopeRule: MemoryStage's view of HOPE's self-modifying Titans memories (memory_rule.h) —
-// kernels/hope_memory's per-token scan with its read-out, and the restart of a slot from the learned
-// initial fast weights. Memory Caching on hope is not defined yet, so the stage never asks it to read
-// checkpoints (the mixer refuses a memory_caching config). Built per forward pass around that pass's
-// inputs. Engine loop thread.
+// HopeRule: MemoryStage's view of HOPE's M_mem (memory_rule.h). HOPE's scan runs in two halves
+// (kernels/hope_memory): HopeFeatures — the other memories (M_k, M_v, M_eta, M_alpha, M_q), the convs
+// and the gates, which Memory Caching neither caches nor restarts — writes q, k, v, α, η per row, and
+// this rule runs HopeMemWrite (M_mem alone) over the stage's rows, reads cached M_mem pages through
+// DeepMcReadout (σ = memory_activation, no layer norm) and restarts M_mem for independent segments.
+// The anchor refresh stays on the request's global phase (docs/memory-caching.md, decision 2). Built
+// per forward pass around that pass's features. Engine loop thread.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <span>
+#include <vector>
 
 #include "engine/mc/memory_rule.h"
 #include "kernels/hope_memory/hope_memory.h"
@@ -20,27 +25,47 @@ struct HopeMemoryWeights {
   kernels::Tensor initial_fast;           // [1, heads, Pf] F32 learned initial k, v, eta, alpha (, q)
   std::optional<kernels::Tensor> skip;    // [2, heads, d] F32 (scalar_memory_skip linear)
   kernels::Tensor q_conv, k_conv, v_conv; // [heads·d, 1, K] F32
+  bool soup = false;                      // MC soup: HopeMemWrite keeps the weights each row read ("mem_read")
+};
+
+// The features of one pass that M_mem consumes (HopeFeatures' outputs), and where each row sits in its
+// request.
+struct HopeMemInputs {
+  const kernels::Tensor* q = nullptr;      // [T, H, d] read-out query (L2(SiLU(conv q~)))
+  const kernels::Tensor* k = nullptr;      // [T, H, d] key as the write sees it (pooled per segment)
+  const kernels::Tensor* v = nullptr;      // [T, H, d]
+  const kernels::Tensor* alpha = nullptr;  // [T, H]
+  const kernels::Tensor* eta = nullptr;    // [T, H]
+  const kernels::Tensor* beta = nullptr;   // [T, H] (momentum data, else null)
+  std::span<const int64_t> row_positions;  // [T] tokens of the request before each row
 };
 
 class HopeRule : public MemoryRule {
  public:
-  // `args` holds this pass's per-row inputs (x, q_pre, beta); the settings and weights come from
-  // `weights`, which outlives the rule.
-  HopeRule(const HopeMemoryWeights& weights, kernels::HopeMemoryArgs args)
-      : MemoryRule(args.x, args.x), w_(weights), args_(args) {}
+  // `weights` and the tensors of `in` outlive the rule.
+  HopeRule(const HopeMemoryWeights& weights, HopeMemInputs in) : MemoryRule(in.q, in.k), w_(weights), in_(in) {}
+  // HopeMemWrite over `rows`; each sequence's anchor phase is its first row's position in the request.
   absl::Status Run(const kernels::Context& ctx, std::span<const int32_t> rows, const kernels::BatchLayout& layout,
                    std::span<const int64_t> first_positions, LayerState& state, kernels::Tensor* out) const override;
-  // Unimplemented: no checkpoint is ever read on hope.
+  // DeepMcReadout of M_mem pages [H, Pm] (σ = memory_activation; soup reads "mem_read").
   absl::Status Read(const kernels::Context& ctx, const McRead& read) const override;
-  // Running weights back to the learned initial ones, momentum to zero (anchors follow at t = 1).
+  // M_mem's running weights and anchor back to the learned initial ones, its momentum to zero.
   absl::Status Restart(const kernels::Context& ctx, int slot, LayerState& state) const override;
+  bool ReadsOnlineWeights(McAggregation aggregation) const override { return aggregation == McAggregation::kSoup; }
 
-  // The state tensors one slot needs (memory, mem_anchor, fast, fast_anchor, momenta, conv windows).
-  static std::vector<StateSpec> StateSpecs(const kernels::HopeMemoryOptions& o, int64_t heads);
+  // M_mem at a memory's start: running weights and anchor from the learned initial ones, zero momentum.
+  static absl::Status RestartMem(const HopeMemoryWeights& w, int slot, LayerState& state);
+  // The fast memories at a request's start: learned initial weights, zero momentum.
+  static absl::Status RestartFast(const HopeMemoryWeights& w, int slot, LayerState& state);
+  // The state tensors one slot needs (memory, mem_anchor, fast, fast_anchor, momenta, conv windows;
+  // mem_read with soup).
+  static std::vector<StateSpec> StateSpecs(const HopeMemoryWeights& w, int64_t heads);
+  // M_mem's state besides "memory" that independent logarithmic MC copies per level.
+  static std::vector<StateSpec> MemStates(const kernels::HopeMemoryOptions& o, int64_t heads);
 
  private:
   const HopeMemoryWeights& w_;
-  kernels::HopeMemoryArgs args_;
+  HopeMemInputs in_;
 };
 
 }  // namespace mcserve::engine

@@ -28,9 +28,7 @@ const std::set<std::string>& HopeKeys() {
 
 absl::Status CheckKeys(const ConfigReader& r) {
   for (const auto& [key, value] : r.object().items()) {
-    if (key == "memory_caching") {
-      return r.Error("hope: \"memory_caching\" is not supported on hope models yet");
-    }
+    if (key == "memory_caching") continue;  // parsed with every family's (ParseMcConfig)
     if (!HopeKeys().contains(key)) return r.Error(absl::StrCat("\"", key, "\" is not a hope config field"));
   }
   for (const char* key : {"hidden_size", "num_hidden_layers", "num_heads", "head_dim", "vocab_size"}) {
@@ -184,6 +182,10 @@ absl::Status ReadHopeConfig(const ConfigReader& r, ModelConfig& c) {
           r.source(), ": \"cms_adaptive\": true with a level of \"lr\" > 0 (test-time training of the CMS) "
                       "is not supported by the engine yet"));
     }
+  }
+  if (h.cms_adaptive && c.memory_caching) {
+    return absl::UnimplementedError(absl::StrCat(
+        r.source(), ": hope: \"memory_caching\" is not defined with \"cms_adaptive\": true"));
   }
   if (std::lcm(h.chunk_size_other, h.chunk_size_mem) > (int64_t{1} << 30)) {
     return r.Error("hope: the least common multiple of \"chunk_size_other\" and \"chunk_size_mem\" must be <= 2^30");

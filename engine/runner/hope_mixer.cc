@@ -1,8 +1,9 @@
 // HOPE's self-modifying Titans (docs/model-format.md, `hope`): the memory input x (head slices of the
 // normed input u, or in_proj u), the static pre-query q_proj u (unless adaptive_q), the data momentum
-// gate σ(beta_proj u); the per-token scan of every fast-weight memory (kernels/hope_memory through
-// MemoryStage and HopeRule); then RMSNorm_head(y)·o_norm ⊙ SiLU(g_proj u) (or without the gate) and
-// o_proj.
+// gate σ(beta_proj u); the per-token scan of every fast-weight memory (kernels/hope_memory: HopeMemory
+// in one call without Memory Caching; with it, HopeFeatures for the other memories, convs and gates,
+// then M_mem through MemoryStage and HopeRule); then RMSNorm_head(y)·o_norm ⊙ SiLU(g_proj u) (or
+// without the gate) and o_proj.
 #include <numeric>
 #include <optional>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "engine/runner/mixer.h"
 #include "engine/runner/mixer_ops.h"
 #include "engine/runner/qkv_pipeline.h"
+#include "kernels/hope_memory/hope_features.h"
 
 namespace mcserve::engine {
 namespace {
@@ -84,9 +86,6 @@ absl::StatusOr<Tensor> PackSkip(const WeightBinder& w, const std::string& attn, 
 class HopeMixer : public Mixer {
  public:
   static absl::StatusOr<std::unique_ptr<Mixer>> Make(const ModelConfig& c, const WeightBinder& w, int layer) {
-    if (c.memory_caching) {
-      return absl::UnimplementedError("hope: Memory Caching on hope models is not supported yet");
-    }
     auto mx = std::make_unique<HopeMixer>();
     const std::string attn = absl::StrCat("model.layers.", layer, ".attn.");
     const HopeConfig& h = c.hope;
@@ -96,6 +95,9 @@ class HopeMixer : public Mixer {
     mx->eps_ = c.norm_eps;
     HopeMemoryWeights& mw = mx->memory_weights_;
     mw.options = OptionsOf(c);
+    MCSERVE_RETURN_IF_ERROR(CheckMemoryCaching(c, layer));
+    const bool caches = c.memory_caching && c.memory_caching->AppliesTo(layer);
+    mw.soup = caches && c.memory_caching->aggregation == McAggregation::kSoup;
     mw.phase_period = std::lcm(h.chunk_size_other, h.chunk_size_mem);
     MCSERVE_ASSIGN_OR_RETURN(mw.initial_memory, PackInitial(w, attn, mw.options, heads, {"mem"}));
     MCSERVE_ASSIGN_OR_RETURN(mw.initial_fast,
@@ -121,15 +123,21 @@ class HopeMixer : public Mixer {
     }
     MCSERVE_ASSIGN_OR_RETURN(mx->o_norm_, w.Float(attn + "o_norm.weight", {d}));
     MCSERVE_ASSIGN_OR_RETURN(mx->o_proj_, w.Matrix(attn + "o_proj.weight", {hidden, heads * d}));
+    // M_mem is the stage's memory: a page is its [H, Pm] weights; its anchor and momentum are copied per
+    // level by independent logarithmic MC.
     MCSERVE_ASSIGN_OR_RETURN(mx->memory_, MemoryStage::Bind(c, w, layer,
-                                                            {.q_heads = heads, .k_heads = heads,
-                                                             .state_heads = heads, .dk = d, .dv = d},
+                                                            {.q_heads = heads, .k_heads = heads, .state_heads = heads,
+                                                             .dk = d, .dv = d,
+                                                             .mlp_params = kernels::HopeMemParams(mw.options),
+                                                             .rule_states = HopeRule::MemStates(mw.options, heads)},
                                                             {}, /*normalized=*/false));
     return mx;
   }
 
   std::vector<StateSpec> StateSpecs() const override {
-    return HopeRule::StateSpecs(memory_weights_.options, heads_);
+    std::vector<StateSpec> specs = HopeRule::StateSpecs(memory_weights_, heads_);
+    memory_.AddStateSpecs(&specs);
+    return specs;
   }
 
   absl::Status Forward(const Context& ctx, const Tensor& x, const MixerBatch& batch, LayerState& state,
@@ -149,14 +157,15 @@ class HopeMixer : public Mixer {
     if (beta_proj_) {
       MCSERVE_ASSIGN_OR_RETURN(beta, SigmoidGate(ctx, x, *beta_proj_));
     }
-    const HopeRule rule(memory_weights_, {.x = &xin, .q_pre = q_pre ? &*q_pre : nullptr,
-                                          .beta = beta ? &*beta : nullptr});
     // A sequence at position 0 starts from the learned initial fast weights.
     for (size_t i = 0; i < batch.slots.size(); ++i) {
-      if (batch.positions[i] == 0) MCSERVE_RETURN_IF_ERROR(rule.Restart(ctx, batch.slots[i], state));
+      if (batch.positions[i] != 0) continue;
+      MCSERVE_RETURN_IF_ERROR(HopeRule::RestartFast(memory_weights_, batch.slots[i], state));
     }
     MCSERVE_ASSIGN_OR_RETURN(Tensor y, NewF32(ctx, {t, heads_, d_}));  // [T, H, d]
-    MCSERVE_RETURN_IF_ERROR(memory_.Run(ctx, x, rule, batch, state, &y));
+    const Scan scan{.x = &xin, .q_pre = q_pre ? &*q_pre : nullptr, .beta = beta ? &*beta : nullptr};
+    MCSERVE_RETURN_IF_ERROR(memory_.caches() ? ScanCaching(ctx, x, scan, batch, state, &y)
+                                             : ScanWhole(ctx, scan, batch, state, &y));
     std::optional<Tensor> gate;  // [T, H·d]
     if (g_proj_) {
       MCSERVE_ASSIGN_OR_RETURN(gate, Project(ctx, x, *g_proj_));
@@ -165,6 +174,106 @@ class HopeMixer : public Mixer {
   }
 
  private:
+  // One pass's inputs of the scan.
+  struct Scan {
+    const Tensor* x;      // [T, H, d] memory input
+    const Tensor* q_pre;  // [T, H, d] or null (adaptive_q)
+    const Tensor* beta;   // [T, H] or null (unless momentum data)
+  };
+
+  // Rejects what Memory Caching on hope does not define (docs/memory-caching.md).
+  static absl::Status CheckMemoryCaching(const ModelConfig& c, int layer) {
+    if (!c.memory_caching || !c.memory_caching->AppliesTo(layer)) return absl::OkStatus();
+    const McConfig& mc = *c.memory_caching;
+    if (c.hope.cms_adaptive) {
+      return absl::UnimplementedError(absl::StrCat(
+          "layer ", layer, ": hope: Memory Caching is not defined with \"cms_adaptive\": true"));
+    }
+    if (mc.aggregation == McAggregation::kSoup && mc.segmentation == McSegmentation::kLogarithmic &&
+        mc.init_mode == McInitMode::kIndependent) {
+      return absl::UnimplementedError(absl::StrCat(
+          "layer ", layer, ": hope: Memory Caching with soup, logarithmic segmentation and independent init "
+                           "mode is not supported (the soup would need the online block's per-level weights)"));
+    }
+    return absl::OkStatus();
+  }
+
+  // Positions of each sequence's first row modulo lcm(C_o, C_mem) [B] I32: the anchors' phase.
+  absl::StatusOr<Tensor> Phase(const Context& ctx, const MixerBatch& batch) const {
+    std::vector<int32_t> phase(batch.positions.size());
+    for (size_t i = 0; i < phase.size(); ++i) {
+      phase[i] = static_cast<int32_t>(batch.positions[i] % memory_weights_.phase_period);
+    }
+    return Tensor::FromHostI32(phase, {static_cast<int64_t>(phase.size())}, ctx.device);
+  }
+
+  // Without Memory Caching: the whole scan in one call (HopeMemory). y [T, H, d].
+  absl::Status ScanWhole(const Context& ctx, const Scan& in, const MixerBatch& batch, LayerState& state,
+                         Tensor* y) const {
+    const HopeMemoryWeights& w = memory_weights_;
+    MCSERVE_ASSIGN_OR_RETURN(Tensor phase, Phase(ctx, batch));
+    for (size_t i = 0; i < batch.slots.size(); ++i) {  // a request's start: M_mem from its initial weights
+      if (batch.positions[i] == 0) MCSERVE_RETURN_IF_ERROR(HopeRule::RestartMem(w, batch.slots[i], state));
+    }
+    kernels::HopeMemoryArgs a{.options = w.options, .x = in.x, .q_pre = in.q_pre, .beta = in.beta,
+                              .skip = w.skip ? &*w.skip : nullptr, .q_conv = &w.q_conv, .k_conv = &w.k_conv,
+                              .v_conv = &w.v_conv, .phase = &phase, .layout = batch.layout,
+                              .memory = &state.at("memory"), .mem_anchor = &state.at("mem_anchor"),
+                              .fast = &state.at("fast"), .fast_anchor = &state.at("fast_anchor")};
+    if (HasMomentum()) {
+      a.momentum = &state.at("momentum");
+      a.fast_momentum = &state.at("fast_momentum");
+    }
+    SetConvWindows(state, a.conv_q, a.conv_k, a.conv_v);
+    a.out = y;
+    return kernels::HopeMemory(ctx, a);
+  }
+
+  // With Memory Caching: HopeFeatures over the batch, then M_mem through the stage. y [T, H, d].
+  absl::Status ScanCaching(const Context& ctx, const Tensor& x, const Scan& in, const MixerBatch& batch,
+                           LayerState& state, Tensor* y) const {
+    const HopeMemoryWeights& w = memory_weights_;
+    const int64_t t = in.x->dim(0);
+    MCSERVE_ASSIGN_OR_RETURN(Tensor phase, Phase(ctx, batch));
+    MCSERVE_ASSIGN_OR_RETURN(Tensor q, NewF32(ctx, {t, heads_, d_}));   // [T, H, d]
+    MCSERVE_ASSIGN_OR_RETURN(Tensor k, NewF32(ctx, {t, heads_, d_}));   // [T, H, d]
+    MCSERVE_ASSIGN_OR_RETURN(Tensor v, NewF32(ctx, {t, heads_, d_}));   // [T, H, d]
+    MCSERVE_ASSIGN_OR_RETURN(Tensor alpha, NewF32(ctx, {t, heads_}));   // [T, H]
+    MCSERVE_ASSIGN_OR_RETURN(Tensor eta, NewF32(ctx, {t, heads_}));     // [T, H]
+    kernels::HopeFeaturesArgs f{.options = w.options, .x = in.x, .q_pre = in.q_pre, .beta = in.beta,
+                                .skip = w.skip ? &*w.skip : nullptr, .q_conv = &w.q_conv, .k_conv = &w.k_conv,
+                                .v_conv = &w.v_conv, .phase = &phase, .layout = batch.layout,
+                                .fast = &state.at("fast"), .fast_anchor = &state.at("fast_anchor"),
+                                .fast_momentum = HasMomentum() ? &state.at("fast_momentum") : nullptr};
+    SetConvWindows(state, f.conv_q, f.conv_k, f.conv_v);
+    f.q = &q;
+    f.k = &k;
+    f.v = &v;
+    f.alpha = &alpha;
+    f.eta = &eta;
+    MCSERVE_RETURN_IF_ERROR(kernels::HopeFeatures(ctx, f));
+    std::vector<int64_t> row_positions(t);  // [T] tokens of the request before each row
+    for (size_t b = 0; b < batch.slots.size(); ++b) {
+      for (int32_t r = batch.cu[b]; r < batch.cu[b + 1]; ++r) row_positions[r] = batch.positions[b] + (r - batch.cu[b]);
+    }
+    const HopeRule rule(w, {.q = &q, .k = &k, .v = &v, .alpha = &alpha, .eta = &eta, .beta = in.beta,
+                            .row_positions = row_positions});
+    for (size_t i = 0; i < batch.slots.size(); ++i) {  // a request's start: M_mem from its initial weights
+      if (batch.positions[i] == 0) MCSERVE_RETURN_IF_ERROR(HopeRule::RestartMem(w, batch.slots[i], state));
+    }
+    return memory_.Run(ctx, x, rule, batch, state, y);
+  }
+
+  bool HasMomentum() const { return memory_weights_.options.momentum != kernels::HopeMomentum::kNone; }
+
+  // The conv windows (null when conv_size is 1).
+  void SetConvWindows(LayerState& state, Tensor*& q, Tensor*& k, Tensor*& v) const {
+    if (memory_weights_.options.conv_size <= 1) return;
+    q = &state.at("conv_q");
+    k = &state.at("conv_k");
+    v = &state.at("conv_v");
+  }
+
   int64_t heads_ = 0, d_ = 0;
   float eps_ = 1e-6f;
   std::optional<Tensor> in_proj_;    // [H·d, hidden] (memory_input proj)

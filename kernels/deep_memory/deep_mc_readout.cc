@@ -55,6 +55,9 @@ absl::Status Validate(const Context& ctx, const DeepMcReadoutArgs& a) {
   } else if (a.online == nullptr) {
     return Bad(absl::StrCat("online is required by combine ", combine));
   }
+  if (a.activation != DeepMcActivation::kGelu && a.activation != DeepMcActivation::kSilu) {
+    return Bad("unknown activation");
+  }
   if (a.expansion < 1) return Bad(absl::StrCat("expansion = ", a.expansion, " (want >= 1)"));
   if (a.combine == DeepMcCombine::kTopKSoftmax && a.top_k < 1) {
     return Bad(absl::StrCat("top_k = ", a.top_k, " (want >= 1 for combine ", combine, ")"));
@@ -65,10 +68,10 @@ absl::Status Validate(const Context& ctx, const DeepMcReadoutArgs& a) {
   }
   const Device dev = ctx.device;
   // Inputs the kind does not read are ignored (McReadout's convention): u, online_pool for kSum,
-  // online for kSoup, online_memory and layout for all but kSoup.
+  // online_memory and layout for all but kSoup.
   const Tensor* u = gated ? a.u : nullptr;
   const Tensor* online_pool = gated ? a.online_pool : nullptr;
-  const Tensor* online = soup ? nullptr : a.online;
+  const Tensor* online = a.online;
   const Tensor* online_memory = soup ? a.online_memory : nullptr;
   const Tensor* cu_seqlens = soup ? a.layout.cu_seqlens : nullptr;
   const Tensor* slot_ids = soup ? a.layout.slot_ids : nullptr;
@@ -83,7 +86,7 @@ absl::Status Validate(const Context& ctx, const DeepMcReadoutArgs& a) {
   const int64_t p = 2 * static_cast<int64_t>(a.expansion) * d * d;
   MCSERVE_RETURN_IF_ERROR(Check("out", *a.out, DType::kF32, {t, h, d}, dev, "[T, H, d]"));
   MCSERVE_RETURN_IF_ERROR(CheckWritable(kOp, "out", *a.out));
-  if (!soup) MCSERVE_RETURN_IF_ERROR(Check("online", *a.online, DType::kF32, {t, h, d}, dev, "[T, H, d]"));
+  if (online != nullptr) MCSERVE_RETURN_IF_ERROR(Check("online", *a.online, DType::kF32, {t, h, d}, dev, "[T, H, d]"));
   if (gated) {
     MCSERVE_RETURN_IF_ERROR(Check("u", *a.u, DType::kF32, {t, h, d}, dev, "[T, H, d]"));
     MCSERVE_RETURN_IF_ERROR(Check("online_pool", *a.online_pool, DType::kF32, {t, h, d}, dev, "[T, H, d]"));

@@ -2,10 +2,10 @@
 // result never depends on the thread count. A task first computes its tokens' gate weights (the
 // McReadout math: same scores, ties and softmax), then walks the pages; the tokens of the block that
 // read a page (found through a page → entries inverse of the CSR lists) are batched, and the page's
-// MLP runs over them as two sgemms (Z = c·Q·W2ᵀ, Y = c·GELU(Z)·W1ᵀ); a page read by at most
+// MLP runs over them as two sgemms (Z = c·Q·W2ᵀ, Y = c·σ(Z)·W1ᵀ); a page read by at most
 // kLoopMaxRows tokens of the block (decode) runs as GEMV loops instead.
 //   kSum / kSoftmax / kTopKSoftmax: y = γ_on·o_on, then y += γ_i·(q + N(Y_i)) per page.
-//   kSoup: two passes over the pages — z* = γ_on·W2_on·q + Σ γ_i·Z_i, h* = GELU(z*), then
+//   kSoup: two passes over the pages — z* = γ_on·W2_on·q + Σ γ_i·Z_i, h* = σ(z*), then
 //   y* = γ_on·W1_on·h* + Σ γ_i·c_i·W1_i·h* (sgemm over the gathered h* rows), y = q + N(y*).
 #include <cblas.h>
 
@@ -32,6 +32,7 @@ constexpr int64_t kMinParallelMacs = 1 << 15;  // below this the pool costs more
 // Everything a task reads, resolved once.
 struct Problem {
   DeepMcCombine combine;
+  bool silu;  // σ = SiLU, else GELU
   int top_k;
   float online_weight, cached_weight, eps;
   int64_t t, hs, e_entries;
@@ -118,7 +119,7 @@ void MixOutputs(const Problem& pr, int64_t h, int64_t t0, int64_t t1) {
     if (m <= kLoopMaxRows) {
       for (int64_t r = 0; r < m; ++r) {
         const float* q = pr.q + (pr.index.token[rows[r]] * pr.hs + h) * d;
-        math::MlpForward(W, q, c, d, e, z.data() + r * e, y.data() + r * d);
+        math::MlpForward(W, q, c, d, e, z.data() + r * e, y.data() + r * d, pr.silu);
       }
     } else {
       x.resize(m * d);
@@ -126,7 +127,7 @@ void MixOutputs(const Problem& pr, int64_t h, int64_t t0, int64_t t1) {
         std::copy_n(pr.q + (pr.index.token[rows[r]] * pr.hs + h) * d, d, x.data() + r * d);
       }
       GemmT(x.data(), m, d, W, e, c, z.data());
-      for (int64_t j = 0; j < m * e; ++j) z[j] = math::Gelu(z[j]);
+      for (int64_t j = 0; j < m * e; ++j) z[j] = math::Activate(pr.silu, z[j]);
       GemmT(z.data(), m, e, W + static_cast<int64_t>(e) * d, d, c, y.data());
     }
     for (int64_t r = 0; r < m; ++r) {
@@ -187,7 +188,7 @@ void Soup(const Problem& pr, int64_t h, int64_t t0, int64_t t1) {
       }
     }
     if (pass == 0) {
-      for (int64_t j = 0; j < nb * e; ++j) zs[j] = math::Gelu(zs[j]);
+      for (int64_t j = 0; j < nb * e; ++j) zs[j] = math::Activate(pr.silu, zs[j]);
       for (int64_t t = t0; t < t1; ++t) {
         AddGemv(online_w(t) + e_d, zs.data() + (t - t0) * e, d, e, pr.gamma_on[h * pr.t + t], ys.data() + (t - t0) * d);
       }
@@ -196,6 +197,10 @@ void Soup(const Problem& pr, int64_t h, int64_t t0, int64_t t1) {
   const float *ln_w = LnRow(pr.ln_w, h, d), *ln_b = LnRow(pr.ln_b, h, d);
   for (int64_t t = t0; t < t1; ++t) {
     const int64_t row = t * pr.hs + h;
+    if (pr.online != nullptr && pr.offsets[t + 1] == pr.offsets[t]) {  // no page: o_on exactly
+      std::copy_n(pr.online + row * d, d, pr.out + row * d);
+      continue;
+    }
     math::FinishOutput(pr.q + row * d, ys.data() + (t - t0) * d, ln_w, ln_b, pr.eps, d, pr.out + row * d);
   }
 }
@@ -205,6 +210,7 @@ void Soup(const Problem& pr, int64_t h, int64_t t0, int64_t t1) {
 absl::Status DeepMcReadoutCpu(const Context& ctx, const DeepMcReadoutArgs& args) {
   Problem pr;
   pr.combine = args.combine;
+  pr.silu = args.activation == DeepMcActivation::kSilu;
   pr.top_k = args.top_k;
   pr.online_weight = args.online_weight;
   pr.cached_weight = args.cached_weight;
@@ -222,7 +228,7 @@ absl::Status DeepMcReadoutCpu(const Context& ctx, const DeepMcReadoutArgs& args)
   pr.q = Data<float>(*args.q);
   pr.u = gated ? opt(args.u) : nullptr;
   pr.online_pool = gated ? opt(args.online_pool) : nullptr;
-  pr.online = soup ? nullptr : opt(args.online);
+  pr.online = opt(args.online);
   pr.ln_w = opt(args.ln_weight);
   pr.ln_b = opt(args.ln_bias);
   pr.online_memory = opt(args.online_memory);

@@ -4,9 +4,9 @@
 // gates match the CPU exactly. Then the memories are read with their rows streamed from global
 // memory, a warp per row (deep_memory_warp.h):
 //   kSum / kSoftmax / kTopKSoftmax: acc = γ_on·o_on; per entry with γ ≠ 0 (dropped SSC pages are
-//     never read): z = c·W2·q → GELU → y = c·W1·h, acc += γ·(q + N(y)); two barriers per page.
+//     never read): z = c·W2·q → σ → y = c·W1·h, acc += γ·(q + N(y)); two barriers per page.
 //   kSoup: z* = γ_on·W2_on·q + Σ γ·c·W2·q (a warp owns the same rows for every memory, so no barrier
-//     between memories), h* = GELU(z*), y* = γ_on·W1_on·h* + Σ γ·c·W1·h*, out = q + N(y*).
+//     between memories), h* = σ(z*), y* = γ_on·W1_on·h* + Σ γ·c·W1·h*, out = q + N(y*).
 // N (a layer norm) runs on thread 0 with the CPU's serial math. Page tensors are given on the host as
 // a span: their memory / pooled-key pointers and weight scales are copied to a small device table
 // for the launch. CSR values are validated on the host (ValidateCsr). kSoup's layout lives on the
@@ -37,11 +37,12 @@ constexpr size_t kMaxSharedBytes = 48 * 1024;
 
 struct ReadoutParams {
   int combine;  // kSum / kSoftmax / kTopK / kSoup
+  bool silu;    // σ = SiLU, else exact GELU
   int top_k;
   float online_weight, cached_weight, eps;
   int d, e;
   int64_t t, hs, p, entries;
-  const float *q, *u, *online_pool, *online;  // [T, H, d] ×4 (u, online_pool: gated kinds; online: not kSoup)
+  const float *q, *u, *online_pool, *online;  // [T, H, d] ×4 (u, online_pool: gated kinds; online: optional for kSoup)
   const float *ln_w, *ln_b;                   // [H, d] or null
   const float* online_memory;                 // kSoup: [num_slots, H, P]
   const int32_t *cu, *slots;                  // kSoup: [B + 1], [B]
@@ -88,6 +89,10 @@ __global__ void DeepReadoutKernel(ReadoutParams p) {
   float* out = p.out + row * d;
   float* gamma = p.gamma + h * p.entries + x0;
   const float* W_on = nullptr;
+  if (p.combine == kSoup && p.online != nullptr && n == 0) {  // no page: o_on exactly (uniform over the block)
+    for (int c = tid; c < d; c += nthreads) out[c] = p.online[row * d + c];
+    return;
+  }
   if (p.combine == kSoup) {
     const int64_t slot = TokenSlot(p, t);
     if (slot < 0) {  // uniform over the block
@@ -128,7 +133,7 @@ __global__ void DeepReadoutKernel(ReadoutParams p) {
       const float c = p.scale[page];
       for (int r = warp; r < e; r += nwarps) {
         const float z = WarpDot(W2 + static_cast<int64_t>(r) * d, q_s, d);
-        if (lane == 0) z_s[r] = math::Gelu(c * z);
+        if (lane == 0) z_s[r] = math::Activate(p.silu, c * z);
       }
       __syncthreads();
       for (int j = warp; j < d; j += nwarps) {
@@ -167,7 +172,7 @@ __global__ void DeepReadoutKernel(ReadoutParams p) {
     }
   }
   __syncthreads();
-  for (int r = tid; r < e; r += nthreads) z_s[r] = math::Gelu(z_s[r]);  // h*
+  for (int r = tid; r < e; r += nthreads) z_s[r] = math::Activate(p.silu, z_s[r]);  // h*
   __syncthreads();
   // Second layer: y* = γ_on·W1_on·h* + Σ γ·c·W1·h*.
   for (int j = warp; j < d; j += nwarps) {
@@ -237,6 +242,7 @@ absl::Status DeepMcReadoutCuda(const Context& ctx, const DeepMcReadoutArgs& args
               : args.combine == DeepMcCombine::kSoftmax     ? kSoftmax
               : args.combine == DeepMcCombine::kTopKSoftmax ? kTopK
                                                             : kSoup;
+  p.silu = args.activation == ::mcserve::kernels::DeepMcActivation::kSilu;
   p.top_k = args.top_k;
   p.online_weight = args.online_weight;
   p.cached_weight = args.cached_weight;
@@ -250,7 +256,7 @@ absl::Status DeepMcReadoutCuda(const Context& ctx, const DeepMcReadoutArgs& args
   p.q = Data<float>(*args.q);
   p.u = gated ? opt(args.u) : nullptr;
   p.online_pool = gated ? opt(args.online_pool) : nullptr;
-  p.online = soup ? nullptr : opt(args.online);
+  p.online = opt(args.online);
   p.ln_w = opt(args.ln_weight);
   p.ln_b = opt(args.ln_bias);
   p.online_memory = opt(args.online_memory);

@@ -25,6 +25,12 @@ MCSERVE_HD float GeluGrad(float z) {
   return 0.5f * (1.0f + erff(z * kInvSqrt2)) + z * kInvSqrt2Pi * expf(-0.5f * z * z);
 }
 
+// SiLU: z·sigmoid(z), sigmoid(z) = 1/(1 + e^−z) (HOPE's memory activation, as kernels/hope_memory's).
+MCSERVE_HD float Silu(float z) { return z * (1.0f / (1.0f + expf(-z))); }
+
+// The read-out activation σ: SiLU when `silu`, else exact GELU.
+MCSERVE_HD float Activate(bool silu, float z) { return silu ? Silu(z) : Gelu(z); }
+
 // Mean and 1/sqrt(var + eps) of y [d] (biased variance, two passes).
 struct NormStats {
   float mean, rstd;
@@ -144,11 +150,12 @@ MCSERVE_HD float TitansRowUpdateDot(float* w, float* s, float alpha, float beta,
 }
 
 // y [d] = c·W1·GELU(c·W2·x) for one head's weights W [P] and x [d] (the pre-norm MLP output, c the
-// weight scale); h [e] receives GELU(c·W2·x).
-MCSERVE_HD void MlpForward(const float* W, const float* x, float c, int d, int e, float* h, float* y) {
+// weight scale); h [e] receives σ(c·W2·x), σ = GELU (SiLU with `silu`).
+MCSERVE_HD void MlpForward(const float* W, const float* x, float c, int d, int e, float* h, float* y,
+                           bool silu = false) {
   const float* W2 = W;
   const float* W1 = W + static_cast<int64_t>(e) * d;
-  for (int r = 0; r < e; ++r) h[r] = Gelu(c * Dot(W2 + static_cast<int64_t>(r) * d, x, d));
+  for (int r = 0; r < e; ++r) h[r] = Activate(silu, c * Dot(W2 + static_cast<int64_t>(r) * d, x, d));
   for (int j = 0; j < d; ++j) y[j] = c * Dot(W1 + static_cast<int64_t>(j) * e, h, e);
 }
 

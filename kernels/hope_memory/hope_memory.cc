@@ -11,50 +11,19 @@
 #include "base/status_macros.h"
 #include "kernels/core/dispatch.h"
 #include "kernels/core/validate.h"
+#include "kernels/hope_memory/hope_validate.h"
 
 namespace mcserve::kernels {
 namespace {
 
 constexpr char kOp[] = "HopeMemory";
 
-absl::Status Bad(const std::string& msg) { return absl::InvalidArgumentError(absl::StrCat(kOp, ": ", msg)); }
+absl::Status Bad(const std::string& msg) { return hope_validate::Bad(kOp, msg); }
 
 // An optional F32 tensor: present iff `used` (why says by which option), then exactly `shape`.
 absl::Status CheckPresence(const char* name, const Tensor* t, bool used, const Shape& shape, const char* want,
                            const std::string& why) {
-  if (t == nullptr) return used ? Bad(absl::StrCat(name, " is required ", why)) : absl::OkStatus();
-  if (!used) return Bad(absl::StrCat(name, " is not used ", why, " (pass null)"));
-  return CheckTensor(kOp, name, *t, DType::kF32, shape, want);
-}
-
-bool IsFinitePositive(float x) { return x > 0.0f && std::isfinite(x); }
-
-absl::Status ValidateOptions(const HopeMemoryOptions& o) {
-  if (o.head_dim < 1) return Bad(absl::StrCat("head_dim = ", o.head_dim, " (want >= 1)"));
-  if (o.expansion < 1) return Bad(absl::StrCat("expansion = ", o.expansion, " (want >= 1)"));
-  if (static_cast<int64_t>(o.expansion) * o.head_dim > (int64_t{1} << 20)) {
-    return Bad(absl::StrCat("expansion·head_dim = ", static_cast<int64_t>(o.expansion) * o.head_dim, " too large"));
-  }
-  if (o.conv_size < 1) return Bad(absl::StrCat("conv_size = ", o.conv_size, " (want >= 1)"));
-  if (o.chunk_size_other < 1) return Bad(absl::StrCat("chunk_size_other = ", o.chunk_size_other, " (want >= 1)"));
-  if (o.chunk_size_mem < 1) return Bad(absl::StrCat("chunk_size_mem = ", o.chunk_size_mem, " (want >= 1)"));
-  if (o.activation != HopeActivation::kSilu && o.activation != HopeActivation::kGelu) {
-    return Bad("unknown activation");
-  }
-  if (o.eta_activation != HopeEtaActivation::kSigmoid && o.eta_activation != HopeEtaActivation::kSoftplus) {
-    return Bad("unknown eta_activation");
-  }
-  if (o.w1_rule != HopeW1Rule::kRetention && o.w1_rule != HopeW1Rule::kDgdHidden) return Bad("unknown w1_rule");
-  if (o.momentum != HopeMomentum::kNone && o.momentum != HopeMomentum::kConstant &&
-      o.momentum != HopeMomentum::kData) {
-    return Bad("unknown momentum");
-  }
-  if (!IsFinitePositive(o.eta_scale)) return Bad(absl::StrCat("eta_scale = ", o.eta_scale, " (want finite > 0)"));
-  if (!IsFinitePositive(o.grad_scale)) return Bad(absl::StrCat("grad_scale = ", o.grad_scale, " (want finite > 0)"));
-  if (o.momentum == HopeMomentum::kConstant && !(o.momentum_beta >= 0.0f && o.momentum_beta < 1.0f)) {
-    return Bad(absl::StrCat("momentum_beta = ", o.momentum_beta, " (want in [0, 1))"));
-  }
-  return absl::OkStatus();
+  return hope_validate::Optional(kOp, name, t, used, shape, want, why);
 }
 
 // Required tensors present, every tensor on ctx.device.
@@ -114,40 +83,18 @@ absl::Status CheckState(const HopeMemoryArgs& a, int64_t h, int64_t slots) {
 
 // Outputs writable and sharing storage with no other argument.
 absl::Status CheckWritten(const HopeMemoryArgs& a) {
-  const std::vector<std::pair<const char*, const Tensor*>> written = {
-      {"out", a.out},           {"memory", a.memory}, {"mem_anchor", a.mem_anchor}, {"fast", a.fast},
-      {"fast_anchor", a.fast_anchor}, {"momentum", a.momentum}, {"fast_momentum", a.fast_momentum},
-      {"conv_q", a.conv_q},     {"conv_k", a.conv_k}, {"conv_v", a.conv_v}};
-  std::vector<std::pair<const char*, const Tensor*>> all = written;
-  for (const auto& in : {std::pair{"x", a.x}, {"q_pre", a.q_pre}, {"beta", a.beta}, {"skip", a.skip},
-                         {"q_conv", a.q_conv}, {"k_conv", a.k_conv}, {"v_conv", a.v_conv}, {"phase", a.phase},
-                         {"cu_seqlens", a.layout.cu_seqlens}, {"slot_ids", a.layout.slot_ids}}) {
-    all.push_back(in);
-  }
-  for (const auto& [wname, w] : written) {
-    if (w == nullptr) continue;
-    MCSERVE_RETURN_IF_ERROR(CheckWritable(kOp, wname, *w));
-    for (const auto& [name, other] : all) {
-      if (other == nullptr || std::string_view(name) == wname) continue;
-      if (Overlaps(*w, *other)) return Bad(absl::StrCat(wname, " overlaps ", name));
-    }
-  }
-  return absl::OkStatus();
-}
-
-// phase [B] I32; its values ≥ 0 when on the host (device values: checked by the kernel).
-absl::Status CheckPhase(const Tensor& phase, int64_t num_seqs) {
-  MCSERVE_RETURN_IF_ERROR(CheckTensor(kOp, "phase", phase, DType::kI32, {num_seqs}, "[B]"));
-  if (phase.device() != Device::kCpu) return absl::OkStatus();
-  MCSERVE_ASSIGN_OR_RETURN(std::vector<int32_t> ph, phase.ToHostI32());
-  for (int64_t i = 0; i < num_seqs; ++i) {
-    if (ph[i] < 0) return Bad(absl::StrCat("phase[", i, "] = ", ph[i], " (want >= 0)"));
-  }
-  return absl::OkStatus();
+  return hope_validate::Disjoint(
+      kOp,
+      {{"out", a.out}, {"memory", a.memory}, {"mem_anchor", a.mem_anchor}, {"fast", a.fast},
+       {"fast_anchor", a.fast_anchor}, {"momentum", a.momentum}, {"fast_momentum", a.fast_momentum},
+       {"conv_q", a.conv_q}, {"conv_k", a.conv_k}, {"conv_v", a.conv_v}},
+      {{"x", a.x}, {"q_pre", a.q_pre}, {"beta", a.beta}, {"skip", a.skip}, {"q_conv", a.q_conv},
+       {"k_conv", a.k_conv}, {"v_conv", a.v_conv}, {"phase", a.phase}, {"cu_seqlens", a.layout.cu_seqlens},
+       {"slot_ids", a.layout.slot_ids}});
 }
 
 absl::Status Validate(const Context& ctx, const HopeMemoryArgs& a) {
-  MCSERVE_RETURN_IF_ERROR(ValidateOptions(a.options));
+  MCSERVE_RETURN_IF_ERROR(hope_validate::Options(kOp, a.options));
   MCSERVE_RETURN_IF_ERROR(CheckPresentAndPlaced(ctx, a));
   if (a.x->rank() != 3 || a.x->dim(2) != a.options.head_dim) {
     return Bad(absl::StrCat("x ", a.x->DebugString(), " (want F32 [T, H, d = ", a.options.head_dim, "])"));
@@ -159,7 +106,7 @@ absl::Status Validate(const Context& ctx, const HopeMemoryArgs& a) {
   MCSERVE_RETURN_IF_ERROR(CheckState(a, h, slots));
   MCSERVE_RETURN_IF_ERROR(CheckWritten(a));
   MCSERVE_RETURN_IF_ERROR(ValidateBatchLayout(kOp, a.layout, t, slots, ctx.device));
-  return CheckPhase(*a.phase, a.layout.slot_ids->dim(0));
+  return hope_validate::Phase(kOp, *a.phase, a.layout.slot_ids->dim(0));
 }
 
 }  // namespace

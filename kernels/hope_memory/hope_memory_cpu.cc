@@ -1,19 +1,22 @@
-// CPU HopeMemory: tasks are (sequence, head) pairs run in parallel on ctx.pool; each runs its tokens
+// CPU HopeMemory, HopeFeatures and HopeMemWrite: tasks are (sequence, head) pairs run in parallel on ctx.pool; each runs its tokens
 // in order through hope_memory_scan.h with a team of one thread and one scratch per pool chunk.
 #include <cstdint>
 #include <vector>
 
 #include "kernels/cpu/thread_pool.h"
+#include "kernels/hope_memory/hope_features.h"
+#include "kernels/hope_memory/hope_mem_write.h"
 #include "kernels/hope_memory/hope_memory.h"
 #include "kernels/hope_memory/hope_memory_params.h"
 #include "kernels/hope_memory/hope_memory_scan.h"
 
 namespace mcserve::kernels::internal {
 
-absl::Status HopeMemoryCpu(const Context& ctx, const HopeMemoryArgs& args) {
+namespace {
+
+// Every (sequence, head) of one call's scan.
+absl::Status RunScan(const Context& ctx, const hope_memory_math::HopeScanParams& p, int64_t num_seqs) {
   namespace math = hope_memory_math;
-  const int64_t num_seqs = args.layout.slot_ids->dim(0);
-  const math::HopeScanParams p = math::MakeScanParams(args);
   if (num_seqs == 0 || p.t == 0) return absl::OkStatus();
   cpu::ParallelFor(ctx.pool, num_seqs * p.heads, [&](int64_t begin, int64_t end) {
     std::vector<float> scratch(math::HopeScratchFloats(p.d, p.e));
@@ -22,6 +25,20 @@ absl::Status HopeMemoryCpu(const Context& ctx, const HopeMemoryArgs& args) {
     }
   });
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status HopeMemoryCpu(const Context& ctx, const HopeMemoryArgs& args) {
+  return RunScan(ctx, hope_memory_math::MakeScanParams(args), args.layout.slot_ids->dim(0));
+}
+
+absl::Status HopeFeaturesCpu(const Context& ctx, const HopeFeaturesArgs& args) {
+  return RunScan(ctx, hope_memory_math::MakeScanParams(args), args.layout.slot_ids->dim(0));
+}
+
+absl::Status HopeMemWriteCpu(const Context& ctx, const HopeMemWriteArgs& args) {
+  return RunScan(ctx, hope_memory_math::MakeScanParams(args), args.layout.slot_ids->dim(0));
 }
 
 }  // namespace mcserve::kernels::internal

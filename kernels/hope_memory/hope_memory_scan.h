@@ -1,4 +1,6 @@
-// HopeMemory's per-(sequence, head) scan, written once for both backends over a "team" of threads:
+// HopeMemory's per-(sequence, head) scan, written once for both backends over a "team" of threads, and
+// its two halves (HopeFeatures: the producers, convs, gates and fast-memory writes; HopeMemWrite: M_mem
+// alone from given features), which run the same phases on the same arithmetic:
 // the CPU runs it with a team of one (Sync a no-op), a CUDA block with its threads (Sync =
 // __syncthreads). Every phase is a team-strided loop over independent elements computed by the
 // functions of hope_memory_math.h, and the phases are separated by Sync, so both backends do the same
@@ -32,7 +34,12 @@ struct HopeScanParams {
   float *memory, *mem_anchor, *momentum;  // [num_slots, H, Pm]
   float *fast, *fast_anchor, *fast_momentum;  // [num_slots, H, Pf]
   float *conv_q, *conv_k, *conv_v;        // [num_slots, K − 1, H·d]
-  float* out;                             // [T, H, d]
+  float* out;                             // [T, H, d] (null for HopeFeatures)
+  // HopeFeatures (memory null): the features it writes; q, k, v [T, H, d], alpha, eta [T, H].
+  float *q_out, *k_out, *v_out, *alpha_out, *eta_out;
+  // HopeMemWrite (fast null): the features it reads, shapes as above.
+  const float *q_in, *k_in, *v_in, *alpha_in, *eta_in;
+  float* read_weights;                    // HopeMemWrite: optional [num_slots, H, Pm], the weights read
 };
 
 // The CPU's team: one thread.
@@ -66,10 +73,13 @@ MCSERVE_HD HopeScratch CarveScratch(float* base, int d, int e) {
   return s;
 }
 
-// The memories of one (slot, head): 0 k, 1 v, 2 eta, 3 alpha, 4 q (adaptive_q) from "fast", then mem.
+// The memories of one (slot, head) the call runs: 0 k, 1 v, 2 eta, 3 alpha, 4 q (adaptive_q) from "fast"
+// (when p.fast is set), then mem (when p.memory is set).
 struct HopeHead {
   HopeMlp mlp[6];
-  int count;  // 5 or 6
+  int count;      // memories written
+  int producers;  // 4 or 5 (fast memories), 0 for HopeMemWrite
+  bool has_mem;   // mlp[count − 1] is M_mem
   int64_t slot, head;
 };
 
@@ -77,17 +87,25 @@ MCSERVE_HD HopeHead MakeHead(const HopeScanParams& p, int64_t slot, int64_t h) {
   HopeHead hd;
   hd.slot = slot;
   hd.head = h;
+  hd.count = 0;
+  hd.producers = 0;
   const int64_t ed = static_cast<int64_t>(p.e) * p.d, fo = (slot * p.heads + h) * p.pf, mo = (slot * p.heads + h) * p.pm;
-  const int64_t off[5] = {0, 2 * ed, 4 * ed, 5 * ed + p.e, 6 * ed + 2 * p.e};
-  const int nf = p.opt.adaptive_q ? 5 : 4;
-  for (int i = 0; i < nf; ++i) {
-    const bool scalar = i == 2 || i == 3;
-    hd.mlp[i] = {p.fast_anchor + fo + off[i], p.fast + fo + off[i],
-                 p.fast_momentum != nullptr ? p.fast_momentum + fo + off[i] : nullptr,
-                 scalar && p.skip != nullptr ? p.skip + ((i - 2) * p.heads + h) * p.d : nullptr, scalar ? 1 : p.d};
+  if (p.fast != nullptr) {
+    const int64_t off[5] = {0, 2 * ed, 4 * ed, 5 * ed + p.e, 6 * ed + 2 * p.e};
+    const int nf = p.opt.adaptive_q ? 5 : 4;
+    for (int i = 0; i < nf; ++i) {
+      const bool scalar = i == 2 || i == 3;
+      hd.mlp[i] = {p.fast_anchor + fo + off[i], p.fast + fo + off[i],
+                   p.fast_momentum != nullptr ? p.fast_momentum + fo + off[i] : nullptr,
+                   scalar && p.skip != nullptr ? p.skip + ((i - 2) * p.heads + h) * p.d : nullptr, scalar ? 1 : p.d};
+    }
+    hd.count = hd.producers = nf;
   }
-  hd.mlp[nf] = {p.mem_anchor + mo, p.memory + mo, p.momentum != nullptr ? p.momentum + mo : nullptr, nullptr, p.d};
-  hd.count = nf + 1;
+  hd.has_mem = p.memory != nullptr;
+  if (hd.has_mem) {
+    hd.mlp[hd.count++] = {p.mem_anchor + mo, p.memory + mo, p.momentum != nullptr ? p.momentum + mo : nullptr,
+                          nullptr, p.d};
+  }
   return hd;
 }
 
@@ -95,10 +113,10 @@ MCSERVE_HD HopeHead MakeHead(const HopeScanParams& p, int64_t slot, int64_t h) {
 template <class Team>
 MCSERVE_TEAM_FN void Refresh(const HopeScanParams& p, const HopeHead& hd, int64_t pos, const Team& team) {
   const int64_t fo = (hd.slot * p.heads + hd.head) * p.pf, mo = (hd.slot * p.heads + hd.head) * p.pm;
-  if (pos % p.opt.chunk_size_other == 0) {
+  if (p.fast != nullptr && pos % p.opt.chunk_size_other == 0) {
     for (int64_t i = team.tid; i < p.pf; i += team.size) p.fast_anchor[fo + i] = p.fast[fo + i];
   }
-  if (pos % p.opt.chunk_size_mem == 0) {
+  if (p.memory != nullptr && pos % p.opt.chunk_size_mem == 0) {
     for (int64_t i = team.tid; i < p.pm; i += team.size) p.mem_anchor[mo + i] = p.memory[mo + i];
   }
   team.Sync();
@@ -108,7 +126,7 @@ MCSERVE_TEAM_FN void Refresh(const HopeScanParams& p, const HopeHead& hd, int64_
 template <class Team>
 MCSERVE_TEAM_FN void Producers(const HopeScanParams& p, const HopeHead& hd, const HopeScratch& s, int64_t row,
                                const Team& team) {
-  const int np = hd.count - 1, d = p.d, e = p.e;
+  const int np = hd.producers, d = p.d, e = p.e;
   for (int64_t i = team.tid; i < static_cast<int64_t>(np) * e; i += team.size) {
     const int m = static_cast<int>(i / e), r = static_cast<int>(i % e);
     s.h[m][r] = Act(p.opt.activation, HiddenPre(hd.mlp[m].anchor, s.x, r, d));
@@ -157,10 +175,50 @@ MCSERVE_TEAM_FN void Features(const HopeScanParams& p, const HopeHead& hd, const
   team.Sync();
 }
 
-// Steps 5/7: out[row, head] = M_mem(q; W) for W the running or anchor weights. Ends synced.
+// HopeFeatures: the token's q, k, v and gates to the outputs. Ends synced.
+template <class Team>
+MCSERVE_TEAM_FN void StoreFeatures(const HopeScanParams& p, const HopeHead& hd, const HopeScratch& s, int64_t row,
+                                   const Team& team) {
+  const int64_t at = (row * p.heads + hd.head) * p.d;
+  for (int c = team.tid; c < p.d; c += team.size) {
+    p.q_out[at + c] = s.q[c];
+    p.k_out[at + c] = s.k[c];
+    p.v_out[at + c] = s.v[c];
+  }
+  if (team.tid == 0) {
+    p.alpha_out[row * p.heads + hd.head] = s.s[kAlpha];
+    p.eta_out[row * p.heads + hd.head] = s.s[kEta];
+  }
+  team.Sync();
+}
+
+// HopeMemWrite: the token's q, k, v and gates from the inputs (β from beta or momentum_beta). Ends synced.
+template <class Team>
+MCSERVE_TEAM_FN void LoadFeatures(const HopeScanParams& p, const HopeHead& hd, const HopeScratch& s, int64_t row,
+                                  const Team& team) {
+  const int64_t at = (row * p.heads + hd.head) * p.d;
+  for (int c = team.tid; c < p.d; c += team.size) {
+    s.q[c] = p.q_in[at + c];
+    s.k[c] = p.k_in[at + c];
+    s.v[c] = p.v_in[at + c];
+  }
+  if (team.tid == 0) {
+    s.s[kAlpha] = p.alpha_in[row * p.heads + hd.head];
+    s.s[kEta] = p.eta_in[row * p.heads + hd.head];
+    s.s[kBeta] = p.opt.momentum == HopeMomentum::kData ? p.beta[row * p.heads + hd.head] : p.opt.momentum_beta;
+  }
+  team.Sync();
+}
+
+// Steps 5/7: out[row, head] = M_mem(q; W) for W the running or anchor weights (copied to read_weights
+// when given). Ends synced.
 template <class Team>
 MCSERVE_TEAM_FN void Read(const HopeScanParams& p, const HopeHead& hd, const float* W, const HopeScratch& s,
                           int64_t row, const Team& team) {
+  if (p.read_weights != nullptr) {
+    float* copy = p.read_weights + (hd.slot * p.heads + hd.head) * p.pm;
+    for (int64_t i = team.tid; i < p.pm; i += team.size) copy[i] = W[i];
+  }
   for (int r = team.tid; r < p.e; r += team.size) s.h[0][r] = Act(p.opt.activation, HiddenPre(W, s.q, r, p.d));
   team.Sync();
   float* out = p.out + (row * p.heads + hd.head) * p.d;
@@ -188,24 +246,32 @@ MCSERVE_TEAM_FN void Write(const HopeScanParams& p, const HopeMlp& m, const Hope
   team.Sync();
 }
 
-// One token (row, 0-based position pos) of one head: the whole of hope_memory.h's steps 1–7.
+// One token (row, 0-based position pos) of one head: hope_memory.h's steps 1–7 over the memories of
+// the call (HopeFeatures: the producers; HopeMemWrite: M_mem from the given features; HopeMemory: all).
 template <class Team>
 MCSERVE_TEAM_FN void Token(const HopeScanParams& p, const HopeHead& hd, const HopeScratch& s, int64_t row,
                            int64_t pos, const Team& team) {
   team.Sync();  // the previous token is done with the scratch
-  const float* x = p.x + (row * p.heads + hd.head) * p.d;
-  for (int c = team.tid; c < p.d; c += team.size) s.x[c] = x[c];
+  if (hd.producers > 0) {
+    const float* x = p.x + (row * p.heads + hd.head) * p.d;
+    for (int c = team.tid; c < p.d; c += team.size) s.x[c] = x[c];
+  }
   Refresh(p, hd, pos, team);
-  Producers(p, hd, s, row, team);
-  Features(p, hd, s, row, team);
+  if (hd.producers > 0) {
+    Producers(p, hd, s, row, team);
+    Features(p, hd, s, row, team);
+    if (!hd.has_mem) StoreFeatures(p, hd, s, row, team);
+  } else {
+    LoadFeatures(p, hd, s, row, team);
+  }
   const HopeMlp& mem = hd.mlp[hd.count - 1];
-  if (p.opt.read_anchor) {
+  if (hd.has_mem && p.opt.read_anchor) {
     Read(p, hd, mem.anchor, s, row, team);
-  } else if (!p.opt.read_after_write) {
+  } else if (hd.has_mem && !p.opt.read_after_write) {
     Read(p, hd, mem.run, s, row, team);
   }
   for (int i = 0; i < hd.count; ++i) Write(p, hd.mlp[i], s, team);
-  if (!p.opt.read_anchor && p.opt.read_after_write) Read(p, hd, mem.run, s, row, team);
+  if (hd.has_mem && !p.opt.read_anchor && p.opt.read_after_write) Read(p, hd, mem.run, s, row, team);
 }
 
 // Sequence b, head h: its tokens in order. Rows outside [0, T) skip the sequence; a slot outside
@@ -216,8 +282,12 @@ MCSERVE_TEAM_FN void ScanHead(const HopeScanParams& p, int64_t b, int64_t h, flo
   if (begin < 0 || end < begin || end > p.t) return;
   const int64_t slot = p.slots[b], phase = p.phase[b];
   if (slot < 0 || slot >= p.num_slots || phase < 0) {
+    float* outs[4] = {p.out, p.q_out, p.k_out, p.v_out};
     for (int64_t t = begin; t < end; ++t) {
-      for (int c = team.tid; c < p.d; c += team.size) p.out[(t * p.heads + h) * p.d + c] = NAN;
+      for (float* o : outs) {
+        for (int c = team.tid; o != nullptr && c < p.d; c += team.size) o[(t * p.heads + h) * p.d + c] = NAN;
+      }
+      if (p.alpha_out != nullptr && team.tid == 0) p.alpha_out[t * p.heads + h] = p.eta_out[t * p.heads + h] = NAN;
     }
     return;
   }

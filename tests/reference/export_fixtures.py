@@ -279,22 +279,25 @@ def lattice_mc_variants():
             ("grm_independent_log", mc_object("grm", "independent", "logarithmic"))]
 
 
-# HOPE: Memory Caching of M_mem (mc_hope.py), reference only.  NOT in ALL_MC_BASES: the engine does not run
-# MC on hope, and its tests iterate tests/data/mc/*; no goldens are written there (build_mc_goldens("hope",
-# out_root=...) computes them elsewhere).  The fixture has no u_proj, so gate q only.
+# HOPE: Memory Caching of M_mem (mc_hope.py).  The fixture has no u_proj, so gate q only.  A small set
+# (each variant file is 45 KB): every aggregation, both segmentations and init modes, soup before-write in
+# both init modes (the engine refuses soup with logarithmic segments in independent mode).
+HOPE_MC_BASES = ("hope",)
+
+
 def hope_mc_variants():
-    """[(name, memory_caching object)], the golden variants of the `hope` fixture: every aggregation x
-    constant (segments of 4, across the fixture's M_mem chunks of 3) / logarithmic (not mean) x both init
-    modes, and mean_combine average."""
-    out = []
-    for agg in ("residual", "grm", "ssc", "soup", "mean"):
-        for init in ("independent", "checkpoint"):
-            for seg in ("constant", "logarithmic"):
-                if agg == "mean" and seg == "logarithmic":
-                    continue
-                out.append(("%s_%s_%s" % (agg, init, "c4" if seg == "constant" else "log"), mc_object(agg, init, seg)))
-    out.append(("mean_average_independent_c4", mc_object("mean", "independent", mean_combine="average")))
-    return out
+    """[(name, memory_caching object)], the golden variants of the `hope` fixture (segments of 4 cross its
+    M_mem chunks of 3)."""
+    return [("grm_independent_c4", mc_object("grm", "independent")),
+            ("grm_checkpoint_log", mc_object("grm", "checkpoint", "logarithmic")),
+            ("residual_checkpoint_c4", mc_object("residual", "checkpoint")),
+            ("ssc_independent_log", mc_object("ssc", "independent", "logarithmic")),
+            ("soup_independent_c4", mc_object("soup", "independent")),
+            ("soup_checkpoint_log", mc_object("soup", "checkpoint", "logarithmic")),
+            ("mean_average_independent_c4", mc_object("mean", "independent", mean_combine="average"))]
+
+
+ALL_MC_BASES = ALL_MC_BASES + HOPE_MC_BASES
 
 
 def mc_variants_for(base):
@@ -616,9 +619,7 @@ def _write_json(path, obj):
 def build_mc_goldens(base, out_root=MC_DATA, variants=None):
     """tests/data/mc/<base>/: variants.json + <variant>.safetensors {logits F32 [T, vocab], greedy_ids I32 [16]}
     for the base fixture's golden prompt, computed from the committed base fixture's weights.
-    variants: a subset of the names (default all); `hope` (HopeLM) only with out_root elsewhere."""
-    if base == "hope" and os.path.abspath(out_root) == os.path.abspath(MC_DATA):
-        raise ValueError("hope MC goldens are not written to tests/data/mc (the engine does not run MC on hope)")
+    variants: a subset of the names (default all)."""
     src = os.path.join(MODELS, base)
     with open(os.path.join(src, "config.json")) as f:
         config = json.load(f)

@@ -1,12 +1,13 @@
-"""Memory Caching on HOPE's M_mem (mcserve_ref/mc_hope.py; docs/memory-caching.md "Memory Caching on hope
-(reference)").  float64 throughout.
+"""Memory Caching on HOPE's M_mem (mcserve_ref/mc_hope.py; docs/memory-caching.md "Memory Caching on hope").
+float64 throughout.
 
 Checks: nothing cached yet == the base model (every read-out mode); residual over one segment == base;
 SSC keeping every cached segment == GRM; independent != checkpoint; any split into step() calls == one
 call and the per-token form == the chunk form (constant and logarithmic); soup by activation mixing ==
 soup with the weights mixed; the caches are exactly M_mem's running weights at segment ends (and, in
 independent mode, those of an M_mem restarted by hand at the segment start); bad memory_caching values are
-rejected naming the field; the golden computation of hope_mc_variants runs (to a tmp dir).
+rejected naming the field; the golden computation of hope_mc_variants runs (to a tmp dir) and hope is an
+engine MC base (its goldens live in tests/data/mc/hope).
 """
 import json
 import os
@@ -267,16 +268,19 @@ def test_mc_on_one_layer_only():
 # ------------------------------------------------------------------------------- goldens
 
 def test_hope_mc_variants_and_goldens(tmp_path):
-    """hope_mc_variants(): every object resolves; hope is not an engine MC base; build_mc_goldens("hope")
-    runs (two variants, to a tmp dir) and refuses tests/data/mc."""
+    """hope_mc_variants(): every object resolves, every aggregation, segmentation and init mode appears, and
+    none is the combination the engine refuses (soup, logarithmic, independent); hope is an engine MC base;
+    build_mc_goldens("hope") runs (two variants, to a tmp dir)."""
     names = [n for n, _ in ef.hope_mc_variants()]
-    assert len(names) == len(set(names)) == 19
-    for _, obj in ef.hope_mc_variants():
+    assert len(names) == len(set(names)) == 7
+    objs = [obj for _, obj in ef.hope_mc_variants()]
+    for obj in objs:
         assert resolve_hope_config(dict(SMALL, memory_caching=obj))["memory_caching"]["gate"] == "q"
-    assert "hope" not in ef.ALL_MC_BASES
-    assert not os.path.exists(os.path.join(ef.MC_DATA, "hope"))
-    with pytest.raises(ValueError, match="not written"):
-        ef.build_mc_goldens("hope")
+        assert (obj["aggregation"], obj["segmentation"], obj["init_mode"]) != ("soup", "logarithmic", "independent")
+    assert {o["aggregation"] for o in objs} == {"residual", "grm", "ssc", "soup", "mean"}
+    assert {(o["segmentation"], o["init_mode"]) for o in objs} == {(s, i) for s in ("constant", "logarithmic")
+                                                                   for i in ("independent", "checkpoint")}
+    assert "hope" in ef.ALL_MC_BASES
     d = ef.build_mc_goldens("hope", out_root=str(tmp_path), variants={"grm_independent_c4", "soup_checkpoint_log"})
     listing = json.load(open(os.path.join(d, "variants.json")))
     assert [v["name"] for v in listing] == ["grm_independent_c4", "soup_checkpoint_log"]

@@ -1,5 +1,5 @@
-"""Memory Caching on HOPE's self-modifying Titans mixer (docs/memory-caching.md "Memory Caching on hope
-(reference)").  Reference only: the engine does not run it.
+"""Memory Caching on HOPE's self-modifying Titans mixer (docs/memory-caching.md "Memory Caching on
+hope"); the engine's is engine/mc/hope_rule.cc, checked against the goldens in tests/data/mc/hope.
 
 What is cached is M_mem alone — its running weights {W1, W2} after each segment's last token.  The
 other memories (M_k, M_v, M_eta, M_alpha, M_q), the conv windows and the CMS are the layer's

@@ -85,10 +85,22 @@ TEST(HopeConfigTest, EveryAllowedChoiceParses) {
   EXPECT_EQ(MustParse(Config(R"("chunk_size_mem":null,"w1_rule":null)")).hope.chunk_size_mem, 16);
 }
 
+// memory_caching is parsed as for every family (docs/memory-caching.md); null or "none" turns it off.
+TEST(HopeConfigTest, MemoryCachingIsParsed) {
+  const ModelConfig c = MustParse(Config(R"("memory_caching":{"aggregation":"soup","segment_size":8})"));
+  ASSERT_TRUE(c.memory_caching.has_value());
+  EXPECT_EQ(c.memory_caching->aggregation, McAggregation::kSoup);
+  EXPECT_EQ(c.memory_caching->segment_size, 8);
+  EXPECT_FALSE(MustParse(Config(R"("memory_caching":null)")).memory_caching.has_value());
+  // Not defined with the adaptive CMS (as the reference).
+  EXPECT_TRUE(HasError(ParseError(Config(R"("cms_adaptive":true,"memory_caching":{"aggregation":"grm"})")),
+                       absl::StatusCode::kUnimplemented, {kSource, "memory_caching", "cms_adaptive"}));
+}
+
 TEST(HopeConfigTest, EveryBadValueNamesItsField) {
   const std::pair<std::string, std::string> cases[] = {
       {R"("hidden_ratio":4)", "hidden_ratio"},
-      {R"("memory_caching":{"aggregation":"grm"})", "memory_caching"},
+      {R"("memory_caching":{"aggregation":"mean","segmentation":"logarithmic"})", "memory_caching"},
       {R"("memory_input":"slices")", "memory_input"},
       {R"("scalar_memory_skip":"mlp")", "scalar_memory_skip"},
       {R"("eta_activation":"relu")", "eta_activation"},

@@ -1,7 +1,7 @@
 // DeepMcReadout on the CUDA emulator against the CPU backend: every combine kind (Residual with two
 // weight pairs, GRM, SSC with several k, Soup by activation mixing) with and without the layer norm,
 // page weight scales, shared pages and empty lists, a d = 64 head, extreme scores, out aliasing
-// online, no pages, both emulator schedules bit-identical, soup's device-side slot check and
+// online, no pages, σ = SiLU, both emulator schedules bit-identical, soup's device-side slot check and
 // validation on cuda-emu.
 #include <algorithm>
 #include <cmath>
@@ -33,6 +33,7 @@ struct Options {
   DeepMcCombine kind = DeepMcCombine::kSoftmax;
   int top_k = 2;
   float online_weight = 1.0f, cached_weight = 1.0f;
+  DeepMcActivation activation = DeepMcActivation::kGelu;
 };
 
 struct Result {
@@ -67,6 +68,7 @@ Result RunReadout(const Case& c, const Options& o, Device dev, bool alias_online
   for (size_t i = 0; i < mem.size(); ++i) pages.push_back({&mem[i], &pooled[i], c.scale[i]});
   DeepMcReadoutArgs args;
   args.combine = o.kind;
+  args.activation = o.activation;
   args.expansion = static_cast<int>(c.x);
   args.top_k = o.top_k;
   args.online_weight = o.online_weight;
@@ -78,7 +80,7 @@ Result RunReadout(const Case& c, const Options& o, Device dev, bool alias_online
   args.q = &q;
   args.u = &u;  // ignored by kSum
   args.online_pool = &pool_on;
-  args.online = &online;                // ignored by kSoup
+  args.online = &online;                // kSoup: rows without pages keep it
   args.online_memory = &online_memory;  // these two: ignored by all but kSoup
   args.layout = {&cut, &slots};
   args.pages = pages;
@@ -115,6 +117,19 @@ std::vector<Options> AllOptions() {
           {.kind = DeepMcCombine::kTopKSoftmax, .top_k = 1},
           {.kind = DeepMcCombine::kTopKSoftmax, .top_k = 3},
           {.kind = DeepMcCombine::kSoup}};
+}
+
+// σ = SiLU (HOPE's M_mem) for every kind, decode and prefill sizes, with and without the layer norm.
+TEST(DeepMcReadoutEmuTest, EveryKindWithSiluMatchesCpu) {
+  for (bool ln : {false, true}) {
+    for (int64_t t : {3, 21}) {
+      const Case c = RandomCase(t, /*h=*/2, /*d=*/8, /*num_pages=*/4, ln, 90 + static_cast<uint32_t>(t));
+      for (Options o : AllOptions()) {
+        o.activation = DeepMcActivation::kSilu;
+        CheckAgainstCpu(c, o, "silu kind " + std::to_string(static_cast<int>(o.kind)) + " t=" + std::to_string(t));
+      }
+    }
+  }
 }
 
 TEST(DeepMcReadoutEmuTest, EveryKindMatchesCpu) {
@@ -164,13 +179,18 @@ TEST(DeepMcReadoutEmuTest, SoupBadSlotGivesNaN) {
   c.slot_ids = {3, 1, 9};
   const Result r = RunReadout(c, {.kind = DeepMcCombine::kSoup}, DeviceUnderTest());
   ASSERT_TRUE(r.status.ok()) << r.status;
+  int nan_rows = 0;
   for (int64_t i = 0; i < c.t * c.d; ++i) {
     if (i < c.lens[0] * c.d) {
       EXPECT_EQ(r.out[i], ok.out[i]) << i;
+    } else if (c.lists[i / c.d].empty()) {  // reads no page: keeps online, never touches the slot
+      EXPECT_EQ(r.out[i], c.online[i]) << i;
     } else {
       EXPECT_TRUE(std::isnan(r.out[i])) << i;
+      nan_rows += i % c.d == 0;
     }
   }
+  EXPECT_GT(nan_rows, 0);
 }
 
 TEST(DeepMcReadoutEmuTest, RejectsBadInputOnCudaEmu) {

@@ -34,6 +34,8 @@ struct Options {
   DeepMcCombine kind = DeepMcCombine::kSoftmax;
   int top_k = 2;
   float online_weight = 1.0f, cached_weight = 1.0f;
+  bool silu = false;         // σ = SiLU instead of GELU
+  bool soup_online = false;  // kSoup also given online (rows without pages keep it)
 };
 
 std::string Name(const Options& o) {
@@ -79,6 +81,7 @@ struct Inputs {
     }
     for (size_t i = 0; i < mem.size(); ++i) pages.push_back({&mem[i], &pooled[i], c.scale[i]});
     args.combine = o.kind;
+    args.activation = o.silu ? DeepMcActivation::kSilu : DeepMcActivation::kGelu;
     args.expansion = static_cast<int>(c.x);
     args.top_k = o.top_k;
     args.online_weight = o.online_weight;
@@ -103,6 +106,7 @@ struct Inputs {
       slot_ids = I32(c.slot_ids);
       args.online_memory = &online_memory;
       args.layout = {&cu, &slot_ids};
+      if (o.soup_online) args.online = &online;
     } else {
       args.online = &online;
     }
@@ -122,14 +126,14 @@ std::vector<float> RunOp(const Case& c, const Options& o, cpu::ThreadPool* pool,
 
 // ---- Double-precision reference ----
 
-// M(x) = x + N(W1·GELU(W2·x)) for one head's weights w [P] (already scaled) in double.
+// M(x) = x + N(W1·σ(W2·x)) for one head's weights w [P] (already scaled) in double; σ = GELU, or SiLU.
 std::vector<double> RefRead(const std::vector<double>& w, const float* x, int64_t d, int64_t e, const float* g,
-                            const float* b) {
+                            const float* b, bool silu = false) {
   std::vector<double> h(e, 0.0), y(d, 0.0), out(d);
   for (int64_t r = 0; r < e; ++r) {
     double z = 0;
     for (int64_t c = 0; c < d; ++c) z += w[r * d + c] * x[c];
-    h[r] = 0.5 * z * (1.0 + std::erf(z / std::sqrt(2.0)));
+    h[r] = silu ? z / (1.0 + std::exp(-z)) : 0.5 * z * (1.0 + std::erf(z / std::sqrt(2.0)));
   }
   for (int64_t j = 0; j < d; ++j) {
     for (int64_t c = 0; c < e; ++c) y[j] += w[e * d + j * e + c] * h[c];
@@ -195,17 +199,20 @@ std::vector<double> Reference(const Case& c, const Options& o) {
         for (int i = 0; i < n; ++i) w[i] = kept[i] ? std::exp(z[i] - m) / sum : 0.0;
       }
       std::vector<double> out(d, 0.0);
-      if (o.kind == DeepMcCombine::kSoup) {
+      if (o.kind == DeepMcCombine::kSoup && o.soup_online && n == 0) {
+        for (int64_t j = 0; j < d; ++j) out[j] = c.online[row * d + j];
+      } else if (o.kind == DeepMcCombine::kSoup) {
         std::vector<double> souped = HeadWeights(c.online_memory, token_slot[t] * c.h + hd, p, w_on);
         for (int i = 0; i < n; ++i) {
           const std::vector<double> wi = HeadWeights(c.mem[list[i]], hd, p, w[i] * c.scale[list[i]]);
           for (int64_t x = 0; x < p; ++x) souped[x] += wi[x];
         }
-        out = RefRead(souped, q, d, e, g, b);
+        out = RefRead(souped, q, d, e, g, b, o.silu);
       } else {
         for (int64_t j = 0; j < d; ++j) out[j] = w_on * c.online[row * d + j];
         for (int i = 0; i < n; ++i) {
-          const std::vector<double> mi = RefRead(HeadWeights(c.mem[list[i]], hd, p, c.scale[list[i]]), q, d, e, g, b);
+          const std::vector<double> mi =
+              RefRead(HeadWeights(c.mem[list[i]], hd, p, c.scale[list[i]]), q, d, e, g, b, o.silu);
           for (int64_t j = 0; j < d; ++j) out[j] += w[i] * mi[j];
         }
       }
@@ -246,6 +253,39 @@ TEST(DeepMcReadoutTest, EveryKindMatchesReference) {
       }
     }
   }
+}
+
+// σ = SiLU (HOPE's M_mem, no layer norm there, with it too) for every kind, decode and prefill sizes.
+TEST(DeepMcReadoutTest, EveryKindWithSiluMatchesReference) {
+  for (bool ln : {false, true}) {
+    for (int64_t t : {3, 40}) {
+      const Case c = RandomCase(t, /*h=*/2, /*d=*/8, /*num_pages=*/5, ln, 71 + static_cast<uint32_t>(t));
+      for (Options o : AllOptions()) {
+        o.silu = true;
+        ExpectClose(RunOp(c, o, nullptr), Reference(c, o), 2e-5, "silu " + Name(o) + " T=" + std::to_string(t));
+      }
+    }
+  }
+}
+
+// Soup given online: a row that reads no page keeps o_on exactly; the others are soup as without it.
+TEST(DeepMcReadoutTest, SoupWithOnlineKeepsRowsWithoutPages) {
+  const Case c = RandomCase(/*t=*/40, /*h=*/2, /*d=*/8, /*num_pages=*/3, false, 81, /*density=*/0.4);
+  const Options with{.kind = DeepMcCombine::kSoup, .soup_online = true}, without{.kind = DeepMcCombine::kSoup};
+  const std::vector<float> got = RunOp(c, with, nullptr), plain = RunOp(c, without, nullptr);
+  ExpectClose(got, Reference(c, with), 2e-5, "soup with online");
+  int empty = 0;
+  for (int64_t t = 0; t < c.t; ++t) {
+    const int64_t n = c.h * c.d, at = t * n;
+    const std::vector<float> row(got.begin() + at, got.begin() + at + n);
+    if (c.lists[t].empty()) {
+      ++empty;
+      EXPECT_EQ(row, std::vector<float>(c.online.begin() + at, c.online.begin() + at + n)) << t;
+    } else {
+      EXPECT_EQ(row, std::vector<float>(plain.begin() + at, plain.begin() + at + n)) << t;
+    }
+  }
+  EXPECT_GT(empty, 0);
 }
 
 // Soup by activation mixing ≡ reading the materialised souped weights θ* = Σ γ_i c_i θ_i (the online
@@ -298,11 +338,12 @@ TEST(DeepMcReadoutTest, NoPagesGivesTheOnlineMemory) {
   ExpectClose(RunOp(c, soup, nullptr), Reference(c, soup), 2e-5, "soup without pages");
 }
 
-// out may be `online` itself (kSoup does not read online; it may still be passed, as may u and
-// online_pool to kSum: inputs a kind does not read are ignored).
+// out may be `online` itself (kSoup then keeps it for rows without pages; u and online_pool may still
+// be passed to kSum: inputs a kind does not read are ignored).
 TEST(DeepMcReadoutTest, OutMayAliasOnline) {
   const Case c = RandomCase(/*t=*/40, /*h=*/2, /*d=*/8, /*num_pages=*/3, false, 61);
-  for (const Options& o : AllOptions()) {
+  for (Options o : AllOptions()) {
+    o.soup_online = true;
     const std::vector<float> want = RunOp(c, o, nullptr);
     Inputs in(c, o, /*alias_online=*/true);
     in.args.online = &in.online;

@@ -1,4 +1,5 @@
-// Test helper for HopeMemory: a random case (memory MLP weights, conv taps, skip, and a state pool
+// Test helper for HopeMemory and its two halves (HopeFeatures then HopeMemWrite, with Case::split): a
+// random case (memory MLP weights, conv taps, skip, and a state pool
 // whose slots sit at chosen positions with random anchors, momentum and conv windows), and a run of
 // chained varlen calls through that pool on one device. Shared by hope_memory_test.cc (CPU against a
 // double reference) and hope_memory_emu_test.cc (CUDA emulator against the CPU).
@@ -10,6 +11,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "kernels/hope_memory/hope_features.h"
+#include "kernels/hope_memory/hope_mem_write.h"
 #include "kernels/hope_memory/hope_memory.h"
 #include "random_inputs.h"
 
@@ -27,6 +30,7 @@ struct Case {
   HopeMemoryOptions opt{.head_dim = 5, .expansion = 2, .conv_size = 4, .chunk_size_other = 3, .chunk_size_mem = 5};
   int64_t heads = 2, num_slots = 4;
   bool with_skip = true;
+  bool split = false;  // run HopeFeatures then HopeMemWrite instead of HopeMemory
   std::vector<float> q_conv, k_conv, v_conv;  // [H·d, 1, K]
   std::vector<float> skip;                    // [2, H, d] (with_skip)
   Pool pool;
@@ -182,6 +186,23 @@ inline HopeMemoryArgs MakeArgs(const Case& c, DevicePool& pool, const Tensor& x,
           .conv_k = win ? &pool.conv_k : nullptr, .conv_v = win ? &pool.conv_v : nullptr, .out = &out};
 }
 
+// HopeFeatures then HopeMemWrite over the same arguments (features in fresh tensors [T, H, d] / [T, H]).
+inline absl::Status RunSplit(const Context& ctx, const HopeMemoryArgs& a, Device dev) {
+  const int64_t t = a.x->dim(0), h = a.x->dim(1), d = a.options.head_dim;
+  Tensor q = *Tensor::Zeros(DType::kF32, {t, h, d}, dev), k = *Tensor::Zeros(DType::kF32, {t, h, d}, dev),
+         v = *Tensor::Zeros(DType::kF32, {t, h, d}, dev), alpha = *Tensor::Zeros(DType::kF32, {t, h}, dev),
+         eta = *Tensor::Zeros(DType::kF32, {t, h}, dev);
+  absl::Status s = HopeFeatures(
+      ctx, {.options = a.options, .x = a.x, .q_pre = a.q_pre, .beta = a.beta, .skip = a.skip, .q_conv = a.q_conv, .k_conv = a.k_conv,
+            .v_conv = a.v_conv, .phase = a.phase, .layout = a.layout, .fast = a.fast, .fast_anchor = a.fast_anchor,
+            .fast_momentum = a.fast_momentum, .conv_q = a.conv_q, .conv_k = a.conv_k, .conv_v = a.conv_v, .q = &q,
+            .k = &k, .v = &v, .alpha = &alpha, .eta = &eta});
+  if (!s.ok()) return s;
+  return HopeMemWrite(ctx, {.options = a.options, .q = &q, .k = &k, .v = &v, .alpha = &alpha, .eta = &eta,
+                            .beta = a.beta, .phase = a.phase, .layout = a.layout, .memory = a.memory,
+                            .mem_anchor = a.mem_anchor, .momentum = a.momentum, .out = a.out});
+}
+
 // Runs `calls` in order through one state pool on `dev`: concatenated outputs and the final pool.
 inline Result RunHope(const Case& c, const std::vector<Call>& calls, Device dev) {
   DevicePool pool(c, dev);
@@ -207,8 +228,9 @@ inline Result RunHope(const Case& c, const std::vector<Call>& calls, Device dev)
     const Tensor cu_t = *Tensor::FromHostI32(cu, {nb + 1}, dev);
     const Tensor slot_t = *Tensor::FromHostI32(call.slots, {nb}, dev);
     Tensor out = *Tensor::Zeros(DType::kF32, {t, h, d}, dev);
-    r.status = HopeMemory(ctx, MakeArgs(c, pool, x, q_pre, beta, skip, conv_w, phase,
-                                        {.cu_seqlens = &cu_t, .slot_ids = &slot_t}, out));
+    const HopeMemoryArgs args =
+        MakeArgs(c, pool, x, q_pre, beta, skip, conv_w, phase, {.cu_seqlens = &cu_t, .slot_ids = &slot_t}, out);
+    r.status = c.split ? RunSplit(ctx, args, dev) : HopeMemory(ctx, args);
     if (!r.status.ok()) return r;
     const std::vector<float> o = *out.ToHostF32();
     r.out.insert(r.out.end(), o.begin(), o.end());

@@ -103,6 +103,15 @@ TEST_P(HopeMemoryEmuTest, MatchesTheCpu) {
   CheckCase(c);
 }
 
+// HopeFeatures then HopeMemWrite on the emulator against the same halves on the CPU.
+TEST_P(HopeMemoryEmuTest, HalvesMatchTheCpu) {
+  Case c;
+  GetParam().apply(c);
+  c.Randomize(1);
+  c.split = true;
+  CheckCase(c);
+}
+
 INSTANTIATE_TEST_SUITE_P(Options, HopeMemoryEmuTest, ::testing::ValuesIn(kVariants),
                          [](const ::testing::TestParamInfo<Variant>& i) { return std::string(i.param.name); });
 
@@ -121,12 +130,15 @@ TEST(HopeMemoryEmuWideTest, HeadWiderThanTheBlock) {
 // A slot id outside the pool or a negative phase (only checked on the device): NaN outputs, pool
 // untouched.
 TEST(HopeMemoryEmuTest, OutOfRangeSlotOnDeviceWritesNanAndKeepsState) {
-  Case c;
-  c.Randomize(4);
-  const Result r = hope_case::RunHope(c, {{.lens = {2}, .slots = {9}, .seed = 5}}, DeviceUnderTest());
-  ASSERT_TRUE(r.status.ok()) << r.status;
-  EXPECT_EQ(Flat(r.pool), Flat(c.pool));
-  for (float o : r.out) EXPECT_TRUE(std::isnan(o));
+  for (bool split : {false, true}) {
+    Case c;
+    c.Randomize(4);
+    c.split = split;
+    const Result r = hope_case::RunHope(c, {{.lens = {2}, .slots = {9}, .seed = 5}}, DeviceUnderTest());
+    ASSERT_TRUE(r.status.ok()) << r.status;
+    EXPECT_EQ(Flat(r.pool), Flat(c.pool));
+    for (float o : r.out) EXPECT_TRUE(std::isnan(o));
+  }
 }
 
 TEST(HopeMemoryEmuTest, NegativePhaseOnDeviceWritesNanAndKeepsState) {

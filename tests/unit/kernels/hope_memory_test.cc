@@ -123,22 +123,44 @@ const Variant kVariants[] = {
      }},
 };
 
+bool BitEqual(const std::vector<float>& a, const std::vector<float>& b);
+void ExpectPoolsBitEqual(const hope_case::Pool& a, const hope_case::Pool& b);
+
 class HopeMemoryTest : public ::testing::TestWithParam<Variant> {};
 
+// HopeMemory, and HopeFeatures then HopeMemWrite (the fast pool is HopeFeatures' alone, memory and
+// out HopeMemWrite's), against the double reference.
 TEST_P(HopeMemoryTest, MatchesTheDoubleReference) {
+  for (bool split : {false, true}) {
+    SCOPED_TRACE(split ? "HopeFeatures + HopeMemWrite" : "HopeMemory");
+    Case c;
+    GetParam().apply(c);
+    c.Randomize(7);
+    c.split = split;
+    const Result cpu = hope_case::RunHope(c, kCalls, Device::kCpu);
+    ASSERT_TRUE(cpu.status.ok()) << cpu.status;
+    const Result ref = hope_reference::Run(c, kCalls);
+    ExpectClose(cpu.out, ref.out, 1e-5, "out");
+    ExpectPoolsClose(cpu.pool, ref.pool, 1e-5);
+    if (GetParam().clamp_binds) {
+      EXPECT_GT(ref.clamped, 0);
+    }
+    EXPECT_NE(cpu.pool.memory, c.pool.memory);
+    EXPECT_NE(cpu.pool.fast, c.pool.fast);
+  }
+}
+
+// The two halves in sequence are HopeMemory bit for bit (the same phases on the same arithmetic).
+TEST_P(HopeMemoryTest, HalvesEqualTheWholeScanBitForBit) {
   Case c;
   GetParam().apply(c);
-  c.Randomize(7);
-  const Result cpu = hope_case::RunHope(c, kCalls, Device::kCpu);
-  ASSERT_TRUE(cpu.status.ok()) << cpu.status;
-  const Result ref = hope_reference::Run(c, kCalls);
-  ExpectClose(cpu.out, ref.out, 1e-5, "out");
-  ExpectPoolsClose(cpu.pool, ref.pool, 1e-5);
-  if (GetParam().clamp_binds) {
-    EXPECT_GT(ref.clamped, 0);
-  }
-  EXPECT_NE(cpu.pool.memory, c.pool.memory);
-  EXPECT_NE(cpu.pool.fast, c.pool.fast);
+  c.Randomize(8);
+  const Result whole = hope_case::RunHope(c, kCalls, Device::kCpu);
+  c.split = true;
+  const Result halves = hope_case::RunHope(c, kCalls, Device::kCpu);
+  ASSERT_TRUE(whole.status.ok() && halves.status.ok()) << whole.status << halves.status;
+  EXPECT_TRUE(BitEqual(halves.out, whole.out));
+  ExpectPoolsBitEqual(halves.pool, whole.pool);
 }
 
 INSTANTIATE_TEST_SUITE_P(Options, HopeMemoryTest, ::testing::ValuesIn(kVariants),
@@ -174,7 +196,9 @@ void ExpectPoolsBitEqual(const hope_case::Pool& a, const hope_case::Pool& b) {
 // arbitrary points, each with its phase, bit for bit: outputs and every state tensor.
 TEST(HopeMemoryInvariantTest, SplittingASequenceIntoCallsChangesNothing) {
   for (bool momentum : {false, true}) {
+   for (bool halves : {false, true}) {
     Case c;
+    c.split = halves;
     c.opt.w1_rule = HopeW1Rule::kDgdHidden;
     if (momentum) c.opt.momentum = HopeMomentum::kData;
     c.Randomize(9);
@@ -192,6 +216,7 @@ TEST(HopeMemoryInvariantTest, SplittingASequenceIntoCallsChangesNothing) {
     ASSERT_TRUE(split.status.ok()) << split.status;
     EXPECT_TRUE(BitEqual(split.out, whole.out));
     ExpectPoolsBitEqual(split.pool, whole.pool);
+   }
   }
 }
 
