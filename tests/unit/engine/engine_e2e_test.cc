@@ -86,11 +86,10 @@ Served Serve(const std::string& fixture, const std::map<std::string, std::string
 }
 
 // A fixture and the aggregation the concurrency test serves it with: a matrix memory, and both MLP
-// memories (soup reads the online weights row by row; dla's inner chunks of 4 cross requests' steps);
-// "none" for hope, which has no Memory Caching (its anchors of 4 and 3 tokens cross requests' steps).
+// memories (soup reads the online weights row by row; dla's inner chunks of 4 cross requests' steps),
+// lattice, and hope (M_mem cached; its anchors of 4 and 3 tokens cross requests' steps).
 struct ServedCase {
   std::string fixture, aggregation;
-  bool caches() const { return aggregation != "none"; }
 };
 
 // A failing case names its servedcase (not its bytes).
@@ -100,8 +99,7 @@ class EngineEndToEndTest : public ::testing::TestWithParam<ServedCase> {};
 
 TEST_P(EngineEndToEndTest, ConcurrentRequestsGiveExactlyTheTokensEachGivesAlone) {
   const std::string& fixture = GetParam().fixture;
-  std::map<std::string, std::string> mc = {{"aggregation", GetParam().aggregation}};
-  if (GetParam().caches()) mc["segment_size"] = "4";
+  const std::map<std::string, std::string> mc = {{"aggregation", GetParam().aggregation}, {"segment_size", "4"}};
   constexpr int kRequests = 16;
   std::vector<Outcome> alone(kRequests);
   {
@@ -135,9 +133,7 @@ TEST_P(EngineEndToEndTest, ConcurrentRequestsGiveExactlyTheTokensEachGivesAlone)
 }
 
 TEST_P(EngineEndToEndTest, SixtyFourMixedRequestsFinishWithNothingLeaked) {
-  const std::map<std::string, std::string> mc =
-      GetParam().caches() ? std::map<std::string, std::string>{{"aggregation", "ssc"}, {"segment_size", "4"}, {"top_k", "2"}}
-                          : std::map<std::string, std::string>{{"aggregation", "none"}};
+  const std::map<std::string, std::string> mc = {{"aggregation", "ssc"}, {"segment_size", "4"}, {"top_k", "2"}};
   Served s = Serve(GetParam().fixture, mc, 8, {.device_bytes = 0, .hot_pages = 4}, 64);
   const int vocab = static_cast<int>(s.model->config().vocab_size);
   std::vector<std::shared_ptr<RequestHandle>> handles;
@@ -166,10 +162,8 @@ TEST_P(EngineEndToEndTest, SixtyFourMixedRequestsFinishWithNothingLeaked) {
   EXPECT_EQ(stats.running, 0);
   EXPECT_EQ(stats.waiting, 0);
   EXPECT_EQ(stats.runner.referenced_pages, 0);
-  if (GetParam().caches()) {
-    EXPECT_GT(stats.runner.stagings, 0);
-    EXPECT_GT(stats.runner.host_pages, 0);  // the prefix cache keeps some checkpoints
-  }
+  EXPECT_GT(stats.runner.stagings, 0);
+  EXPECT_GT(stats.runner.host_pages, 0);  // the prefix cache keeps some
   s.engine->Shutdown();  // the engine loop thread is gone: the runner can be inspected
   EXPECT_TRUE(s.runner->SanityCheck().ok()) << s.runner->SanityCheck();
 }
@@ -251,7 +245,7 @@ TEST(EngineNumericalErrorTest, ANonFiniteStateEndsOnlyItsRequest) {
 INSTANTIATE_TEST_SUITE_P(Models, EngineEndToEndTest,
                          ::testing::Values(ServedCase{"gated_deltanet", "grm"}, ServedCase{"titans_mlp", "soup"},
                                            ServedCase{"dla", "grm"}, ServedCase{"lattice", "grm"},
-                                           ServedCase{"hope", "none"}),
+                                           ServedCase{"hope", "grm"}),
                          [](const auto& info) { return info.param.fixture; });
 
 }  // namespace
