@@ -25,6 +25,7 @@ namespace mcserve::kernels {
 // Largest head dimension dh the op accepts.
 inline constexpr int64_t kAttentionMaxHeadDim = 128;
 
+// One call's tensors (all on ctx.device) and its scale; see the header comment for the math.
 struct AttentionArgs {
   const Tensor* q = nullptr;       // [T, Hq, dh] F32, Hq a multiple of Hkv, 1 ≤ dh ≤ 128
   const Tensor* k = nullptr;       // [T, Hkv, dh] F32, appended to k_cache
