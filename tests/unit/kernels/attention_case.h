@@ -17,7 +17,7 @@ namespace mcserve::kernels {
 struct AttentionCase {
   int64_t hq = 2, hkv = 2, dh = 16, num_slots = 4, capacity = 12;
   std::optional<float> scale;
-  float magnitude = 1.0f;          // q, k, v drawn from [−magnitude, magnitude)
+  float magnitude = 1.0f;               // q, k drawn from [−magnitude, magnitude), v from [−1, 1)
   std::vector<float> k_cache, v_cache;  // [num_slots, capacity, hkv, dh]
 
   void Randomize(uint32_t seed) {
