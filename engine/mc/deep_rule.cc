@@ -40,7 +40,7 @@ absl::Status DeepRule::Run(const Context& ctx, std::span<const int32_t> rows, co
   return kernels::DeepMemory(ctx, a);
 }
 
-absl::Status DeepRule::Read(const Context& ctx, const McRead& r) const {
+absl::Status ReadDeepPages(const Context& ctx, const McRead& r, const DeepPageReadout& how) {
   // No row reads a page: every aggregation is y = o_on, already in out. (Soup would recompute it by
   // activation mixing over the online weights alone, equal only up to rounding.)
   if (r.token_pages->dim(0) == 0) return absl::OkStatus();
@@ -52,11 +52,12 @@ absl::Status DeepRule::Read(const Context& ctx, const McRead& r) const {
     const float scale = mean && r.cached > 0 ? 1.0f / static_cast<float>(r.cached) : 1.0f;
     pages.push_back({.memory = p.memory, .pooled_key = p.pooled_key, .weight_scale = scale});
   }
-  kernels::DeepMcReadoutArgs readout{.expansion = static_cast<int>(w_.expansion),
+  kernels::DeepMcReadoutArgs readout{.activation = how.activation,
+                                     .expansion = how.expansion,
                                      .top_k = r.mc->top_k,
-                                     .ln_eps = w_.ln_eps,
-                                     .ln_weight = w_.ln_weight ? &*w_.ln_weight : nullptr,
-                                     .ln_bias = w_.ln_bias ? &*w_.ln_bias : nullptr,
+                                     .ln_eps = how.ln_eps,
+                                     .ln_weight = how.ln_weight,
+                                     .ln_bias = how.ln_bias,
                                      .q = r.q,
                                      .u = r.u,
                                      .online_pool = r.pools,
@@ -71,8 +72,8 @@ absl::Status DeepRule::Read(const Context& ctx, const McRead& r) const {
     case McAggregation::kResidual: readout.combine = kernels::DeepMcCombine::kSum; break;
     case McAggregation::kSoup:  // activation mixing over the pages and the online weights
       readout.combine = kernels::DeepMcCombine::kSoup;
-      readout.online = nullptr;
-      readout.online_memory = &r.state->at("memory");
+      if (!how.soup_keeps_online) readout.online = nullptr;
+      readout.online_memory = &r.state->at(how.soup_weights);
       readout.layout = r.layout;
       break;
     case McAggregation::kMean:  // y = a·M_on(q) + a·M_θ̄(q), a = ½ for average once something is cached
@@ -82,6 +83,14 @@ absl::Status DeepRule::Read(const Context& ctx, const McRead& r) const {
       break;
   }
   return kernels::DeepMcReadout(ctx, readout);
+}
+
+absl::Status DeepRule::Read(const Context& ctx, const McRead& r) const {
+  return ReadDeepPages(ctx, r,
+                       {.expansion = static_cast<int>(w_.expansion),
+                        .ln_eps = w_.ln_eps,
+                        .ln_weight = w_.ln_weight ? &*w_.ln_weight : nullptr,
+                        .ln_bias = w_.ln_bias ? &*w_.ln_bias : nullptr});
 }
 
 absl::Status DeepRule::Restart(const Context& /*ctx*/, int slot, LayerState& state) const {

@@ -8,6 +8,7 @@
 #include <span>
 
 #include "engine/mc/memory_rule.h"
+#include "kernels/deep_memory/deep_mc_readout.h"
 #include "kernels/deep_memory/deep_memory.h"
 
 namespace mcserve::engine {
@@ -22,6 +23,21 @@ struct DeepMemoryWeights {
   kernels::Tensor initial;                             // [1, heads, P] learned initial weights θ_0
   std::optional<kernels::Tensor> ln_weight, ln_bias;  // [heads, d] (memory_layer_norm)
 };
+
+// How an MLP memory's checkpoint pages are read (DeepRule's and HopeRule's Read).
+struct DeepPageReadout {
+  kernels::DeepMcActivation activation = kernels::DeepMcActivation::kGelu;  // σ of M(q) = q + W1 σ(W2 q)
+  int expansion = 4;                                                       // E = expansion·d
+  float ln_eps = 1e-6f;
+  const kernels::Tensor* ln_weight = nullptr;  // [heads, d] (memory_layer_norm), or null
+  const kernels::Tensor* ln_bias = nullptr;    // [heads, d], or null
+  const char* soup_weights = "memory";         // the state tensor soup mixes as the online weights
+  bool soup_keeps_online = false;              // soup rows that read no page keep o_on
+};
+
+// Aggregates the online read-out in read.out with the pages each row lists, by read.mc's aggregation
+// (kernels::DeepMcReadout). Engine loop thread.
+absl::Status ReadDeepPages(const kernels::Context& ctx, const McRead& read, const DeepPageReadout& how);
 
 class DeepRule : public MemoryRule {
  public:

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "base/status_macros.h"
+#include "engine/mc/deep_rule.h"
 #include "engine/runner/mixer_ops.h"
 #include "kernels/deep_memory/deep_mc_readout.h"
 #include "kernels/hope_memory/hope_mem_write.h"
@@ -72,44 +73,14 @@ absl::Status HopeRule::Run(const Context& ctx, std::span<const int32_t> rows, co
 }
 
 absl::Status HopeRule::Read(const Context& ctx, const McRead& r) const {
-  if (r.token_pages->dim(0) == 0) return absl::OkStatus();  // y = o_on for every row, already in out
-  const bool mean = r.mc->aggregation == McAggregation::kMean;
-  std::vector<kernels::DeepMcPage> pages;
-  pages.reserve(r.pages.size());
-  for (const kernels::McPage& p : r.pages) {
-    // The mean's one page is the running sum of the cached weights: read at 1/N of it.
-    const float scale = mean && r.cached > 0 ? 1.0f / static_cast<float>(r.cached) : 1.0f;
-    pages.push_back({.memory = p.memory, .pooled_key = p.pooled_key, .weight_scale = scale});
-  }
-  kernels::DeepMcReadoutArgs readout{
-      .activation = w_.options.activation == kernels::HopeActivation::kSilu ? kernels::DeepMcActivation::kSilu
-                                                                            : kernels::DeepMcActivation::kGelu,
-      .expansion = w_.options.expansion,
-      .top_k = r.mc->top_k,
-      .q = r.q,
-      .u = r.u,
-      .online_pool = r.pools,
-      .online = r.out,
-      .pages = pages,
-      .token_page_offsets = r.offsets,
-      .token_pages = r.token_pages,
-      .out = r.out};
-  switch (r.mc->aggregation) {
-    case McAggregation::kGrm: readout.combine = kernels::DeepMcCombine::kSoftmax; break;
-    case McAggregation::kSsc: readout.combine = kernels::DeepMcCombine::kTopKSoftmax; break;
-    case McAggregation::kResidual: readout.combine = kernels::DeepMcCombine::kSum; break;
-    case McAggregation::kSoup:  // the weights the online read-out read (rows without pages keep o_on)
-      readout.combine = kernels::DeepMcCombine::kSoup;
-      readout.online_memory = &r.state->at("mem_read");
-      readout.layout = r.layout;
-      break;
-    case McAggregation::kMean:  // y = a·M_on(q) + a·M_θ̄(q), a = ½ for average once something is cached
-      readout.combine = kernels::DeepMcCombine::kSum;
-      readout.online_weight = r.mc->mean_combine == McMeanCombine::kAverage && r.cached > 0 ? 0.5f : 1.0f;
-      readout.cached_weight = readout.online_weight;
-      break;
-  }
-  return kernels::DeepMcReadout(ctx, readout);
+  // Soup mixes the weights each row's online read-out read ("mem_read"); rows without pages keep o_on.
+  return ReadDeepPages(ctx, r,
+                       {.activation = w_.options.activation == kernels::HopeActivation::kSilu
+                                          ? kernels::DeepMcActivation::kSilu
+                                          : kernels::DeepMcActivation::kGelu,
+                        .expansion = w_.options.expansion,
+                        .soup_weights = "mem_read",
+                        .soup_keeps_online = true});
 }
 
 absl::Status HopeRule::Restart(const Context& /*ctx*/, int slot, LayerState& state) const {
