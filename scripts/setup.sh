@@ -27,6 +27,9 @@ packages=(
   bible-kjv
   # the deploy tests (tests/deploy/) read YAML: Kubernetes manifests, Prometheus rules
   python3-yaml
+  # the image test (tests/image/): a Docker engine it starts itself, and the Debian base image made
+  # from Debian's packages (no image registry is reachable)
+  docker.io debootstrap
 )
 
 missing=()

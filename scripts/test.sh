@@ -4,7 +4,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bash "$root/scripts/setup.sh"
 bash "$root/scripts/build.sh"
-ctest --test-dir "${MCSERVE_BUILD_DIR:-$root/build}" -j "$(nproc)" --output-on-failure "$@"
+ctest --test-dir "${MCSERVE_BUILD_DIR:-$root/build}" -j "$(nproc)" --output-on-failure -LE image "$@"
 
 # The CUDA kernels on the emulator once more, under AddressSanitizer: an out-of-bounds access to
 # emulated device memory fails the test, as compute-sanitizer's memcheck would on a GPU.
@@ -15,4 +15,10 @@ if [ -z "${MCSERVE_SKIP_ASAN:-}" ]; then
     -DMCSERVE_BUILD_BENCH=OFF >/dev/null
   ninja -C "$asan" -j "$(nproc)" emu_tests
   ctest --test-dir "$asan" -L emu -j "$(nproc)" --output-on-failure
+fi
+
+# The CPU image built and run (tests/image/): minutes of docker build, so after the rest and on its own.
+# It reports a skip, with the reason, where no Docker engine can run. MCSERVE_SKIP_IMAGE=1 skips it.
+if [ -z "${MCSERVE_SKIP_IMAGE:-}" ]; then
+  ctest --test-dir "${MCSERVE_BUILD_DIR:-$root/build}" -L image --output-on-failure
 fi

@@ -8,7 +8,7 @@ bundled model, a /metrics scrape, a non-root user, and SIGTERM ending it with st
 period. Prints the image size and the build time. Exit 0: passed; 1: failed; 77: no Docker engine could
 run here (CTest reports the test as skipped, with the reason on stdout).
 
-    MCSERVE_RUN=build/cli/mcserve-run /usr/bin/python3 tests/image/run_image_test.py
+    MCSERVE_RUN=build/tools/mcserve-run /usr/bin/python3 tests/image/run_image_test.py
 """
 import json
 import os
@@ -25,7 +25,7 @@ from docker_daemon import docker  # noqa: E402
 import grpc  # noqa: E402  (Debian's python3-grpcio)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-TAG = "mcserve:image-test"
+TAG = "mcserve-image-test"
 PROMPT = "In the beginning"
 MAX_TOKENS = 16
 GRACE_SECONDS = 5
@@ -74,7 +74,7 @@ def streamed_completion(url):
 
 
 def mcserve_run_text():
-    run = os.environ.get("MCSERVE_RUN", os.path.join(ROOT, "build", "cli", "mcserve-run"))
+    run = os.environ.get("MCSERVE_RUN", os.path.join(ROOT, "build", "tools", "mcserve-run"))
     out = subprocess.run([run, "--model", os.path.join(ROOT, "models", "kjv-gdn"), "--prompt", PROMPT,
                           "--temperature", "0", "--max-tokens", str(MAX_TOKENS)], capture_output=True, check=True,
                          timeout=300)
