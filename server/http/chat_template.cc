@@ -139,7 +139,7 @@ absl::StatusOr<std::vector<Token>> Lex(absl::string_view s, size_t at) {
       if (two == "==" || two == "!=") {
         out.push_back({Token::Kind::kOp, std::string(two)});
         i += 2;
-      } else if (absl::string_view("+~()[].,|=").find(c) != absl::string_view::npos) {
+      } else if (absl::string_view("+~()[].,|=:-").find(c) != absl::string_view::npos) {
         out.push_back({Token::Kind::kOp, std::string(1, c)});
         ++i;
       } else {
@@ -270,6 +270,12 @@ class ExprParser {
       ++i_;
       auto e = std::make_unique<Expr>();
       e->literal = t.kind == Token::Kind::kString ? Json(t.text) : Json(t.value);
+      return e;
+    }
+    if (TakeOp("-")) {  // a negative integer literal (messages[-1])
+      if (t_[i_].kind != Token::Kind::kInt) return Unsupported(at_, "unary \"-\" of anything but an integer");
+      auto e = std::make_unique<Expr>();
+      e->literal = -t_[i_++].value;
       return e;
     }
     if (TakeOp("(")) {
