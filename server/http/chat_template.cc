@@ -31,13 +31,14 @@ struct Segment {
 
 bool IsBlank(char c) { return c == ' ' || c == '\t'; }
 
-void RightStrip(std::string* s, bool all_space) {
+// Strips trailing whitespace (all of it) or, for lstrip_blocks, the blanks ending `*s` when they
+// start a line: after a newline in `*s`, or at its start when `starts_line`.
+void RightStrip(std::string* s, bool all_space, bool starts_line) {
   size_t end = s->size();
   while (end > 0 && (all_space ? std::isspace(static_cast<unsigned char>((*s)[end - 1])) : IsBlank((*s)[end - 1]))) {
     --end;
   }
-  // lstrip_blocks only strips a line's leading blanks: the blanks must start a line.
-  if (!all_space && end > 0 && (*s)[end - 1] != '\n') return;
+  if (!all_space && (end > 0 ? (*s)[end - 1] != '\n' : !starts_line)) return;
   s->resize(end);
 }
 
@@ -47,6 +48,8 @@ absl::StatusOr<std::vector<Segment>> Split(absl::string_view src) {
   std::vector<Segment> out;
   std::string text;
   bool strip_next = false, trim_newline = false;
+  bool at_line_start = true;       // the source position i starts a line (as far as output goes)
+  bool text_starts_line = true;    // `text` began at a line start
   size_t i = 0;
   while (i < src.size()) {
     const size_t open = src.find('{', i);
@@ -56,10 +59,13 @@ absl::StatusOr<std::vector<Segment>> Split(absl::string_view src) {
     absl::string_view piece = src.substr(i, text_end - i);
     if (strip_next) {
       while (!piece.empty() && std::isspace(static_cast<unsigned char>(piece.front()))) piece.remove_prefix(1);
+      if (!piece.empty()) strip_next = false;
     } else if (trim_newline && !piece.empty() && piece.front() == '\n') {
       piece.remove_prefix(1);
+      at_line_start = true;
     }
-    if (!piece.empty()) strip_next = trim_newline = false;
+    trim_newline = false;
+    if (text.empty()) text_starts_line = at_line_start;
     text.append(piece.data(), piece.size());
     i = text_end;
     if (!tag) continue;
@@ -77,9 +83,10 @@ absl::StatusOr<std::vector<Segment>> Split(absl::string_view src) {
       strip_next = false;
     }
     if (inner_begin < inner_end && src[inner_begin] == '+') return Unsupported(open, "\"+\" whitespace control");
-    if (strip_before) RightStrip(&text, /*all_space=*/true);
-    else if (kind != '{') RightStrip(&text, /*all_space=*/false);
+    if (strip_before) RightStrip(&text, /*all_space=*/true, text_starts_line);
+    else if (kind != '{') RightStrip(&text, /*all_space=*/false, text_starts_line);
     trim_newline = kind != '{';
+    at_line_start = false;
     if (!text.empty()) out.push_back({Segment::Kind::kText, std::move(text), i});
     text.clear();
     if (kind != '#') {

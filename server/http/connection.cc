@@ -249,7 +249,8 @@ void Connection::Dispatch(std::string body) {
 }
 
 void Connection::StartTokenizer(std::string body) {
-  asio::post(*context_->parse_pool, [self = shared_from_this(), body = std::move(body)] {
+  const bool tokenize = route_ == Route::kTokenize;
+  asio::post(*context_->parse_pool, [self = shared_from_this(), body = std::move(body), tokenize] {
     const engine::RequestLimits& limits = self->context_->engine->limits();
     const TokenizeContext context{.tokenizer = self->context_->tokenizer,
                                   .chat = &self->options_.chat,
@@ -257,8 +258,7 @@ void Connection::StartTokenizer(std::string body) {
                                   .vocab_size = limits.vocab_size,
                                   .max_model_len = limits.max_positions > 0 ? limits.max_positions
                                                                             : limits.max_prompt_tokens};
-    Response response = self->route_ == Route::kTokenize ? TokenizeResponse(body, context)
-                                                         : DetokenizeResponse(body, context);
+    Response response = tokenize ? TokenizeResponse(body, context) : DetokenizeResponse(body, context);
     asio::post(self->strand_, [self, response = std::move(response)]() mutable {
       if (self->phase_ != Phase::kClosed) self->Respond(std::move(response));
     });

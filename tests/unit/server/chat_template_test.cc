@@ -67,6 +67,11 @@ TEST(ChatTemplateTest, WhitespaceControlTrimBlocksAndLstripBlocks) {
   // `-` strips every whitespace character on its side; output tags keep their newline.
   EXPECT_EQ(Render("a  \n {{- 'b' -}} \n  c{{ 'd' }}\ne"), "abc" "d\ne");
   EXPECT_EQ(Render("{# a comment #}x{#- another -#}  y"), "xy");
+  // lstrip_blocks strips only blanks that start a line; a block tag after output on its line keeps them.
+  EXPECT_EQ(Render("{{ 'a' }}  {% if true %}b{% endif %}"), "a  b");
+  EXPECT_EQ(Render("  {% if true %}b{% endif %}\n  {% if true %}c{% endif %}"), "bc");
+  EXPECT_EQ(Render("x\n  {% if true %}c{% endif %}"), "x\nc");
+  EXPECT_EQ(Render("{% if true %}\n  {% if true %}c{% endif %}\n{% endif %}"), "c");
 }
 
 TEST(ChatTemplateTest, LoopVariablesSetAndTests) {
