@@ -36,6 +36,12 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# Node.js and npm for the tests that install npm packages into the build tree at test time (tests/deploy/,
+# and the openai client of tests/integration/test_openai_node.py). Debian's packages, unless a node
+# with npm is already there (NodeSource's nodejs bundles npm and conflicts with Debian's npm package).
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  missing+=(nodejs npm)
+fi
 
 if [ "${#missing[@]}" -eq 0 ]; then
   echo "setup: all ${#packages[@]} packages already installed"

@@ -36,6 +36,7 @@
 #include "engine/serving/engine.h"
 #include "engine/serving/recurrent_runner.h"
 #include "server/grpc/grpc_server.h"
+#include "server/http/chat_template_config.h"
 #include "server/http/http_server.h"
 #include "server/metrics/caller_metrics.h"
 #include "server/metrics/mcserve_metrics.h"
@@ -273,6 +274,11 @@ absl::Status Run() {
   MCSERVE_ASSIGN_OR_RETURN(auto grpc_server, mcserve::server::StartGrpcServer(eng.get(), model.get(), grpc_options));
   mcserve::server::HttpServerOptions http_options = HttpOptionsFromFlags(model_name, &registry);
   http_options.api_keys = std::move(api_keys);
+  http_options.version = MCSERVE_VERSION;
+  http_options.chat = mcserve::server::LoadChatTemplateConfig(dir);
+  if (!http_options.chat.error.empty()) {
+    std::fprintf(stderr, "mcserve: warning: chat completions unavailable: %s\n", http_options.chat.error.c_str());
+  }
   http_options.accounting = caller_metrics.get();
   MCSERVE_ASSIGN_OR_RETURN(auto http_server,
                            mcserve::server::HttpServer::Start(eng.get(), &model->tokenizer(), std::move(http_options)));

@@ -11,6 +11,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
+#include "server/http/chat_request.h"
+#include "server/http/tokenize_routes.h"
 
 namespace mcserve::server {
 
@@ -165,6 +167,10 @@ Connection::Route Connection::RouteOf(http::verb method, absl::string_view targe
       {"/metrics", http::verb::get, Route::kMetrics},
       {"/v1/models", http::verb::get, Route::kModels},
       {"/v1/completions", http::verb::post, Route::kCompletions},
+      {"/v1/chat/completions", http::verb::post, Route::kChatCompletions},
+      {"/tokenize", http::verb::post, Route::kTokenize},
+      {"/detokenize", http::verb::post, Route::kDetokenize},
+      {"/version", http::verb::get, Route::kVersion},
   };
   const absl::string_view path = target.substr(0, target.find('?'));
   for (const Entry& e : kRoutes) {
@@ -226,8 +232,15 @@ void Connection::Dispatch(std::string body) {
       return Respond(
           {.content_type = "application/json", .body = nlohmann::json{{"object", "list"}, {"data", {model}}}.dump()});
     }
+    case Route::kVersion:
+      return Respond(VersionResponse(options_.version));
     case Route::kCompletions:
-      return StartCompletion(std::move(body));
+      return StartCompletion(std::move(body), /*chat=*/false);
+    case Route::kChatCompletions:
+      return StartCompletion(std::move(body), /*chat=*/true);
+    case Route::kTokenize:
+    case Route::kDetokenize:
+      return StartTokenizer(std::move(body));
     case Route::kWrongMethod:
       return Respond(ErrorResponse(405, "method not allowed on this route", "invalid_request_error"));
     case Route::kNotFound:
@@ -235,67 +248,129 @@ void Connection::Dispatch(std::string body) {
   }
 }
 
-void Connection::StartCompletion(std::string body) {
+void Connection::StartTokenizer(std::string body) {
+  const bool tokenize = route_ == Route::kTokenize;
+  asio::post(*context_->parse_pool, [self = shared_from_this(), body = std::move(body), tokenize] {
+    const engine::RequestLimits& limits = self->context_->engine->limits();
+    const TokenizeContext context{.tokenizer = self->context_->tokenizer,
+                                  .chat = &self->options_.chat,
+                                  .model_name = self->options_.model_name,
+                                  .vocab_size = limits.vocab_size,
+                                  .max_model_len = limits.max_positions > 0 ? limits.max_positions
+                                                                            : limits.max_prompt_tokens};
+    Response response = tokenize ? TokenizeResponse(body, context) : DetokenizeResponse(body, context);
+    asio::post(self->strand_, [self, response = std::move(response)]() mutable {
+      if (self->phase_ != Phase::kClosed) self->Respond(std::move(response));
+    });
+  });
+}
+
+void Connection::StartCompletion(std::string body, bool chat) {
   if (!context_->admitting.load()) {
     return Respond(ErrorResponse(503, "the server is shutting down and admits no new completions", "server_error",
                                  /*close=*/true));
   }
   // JSON and tokenization take up to seconds for a large prompt: off the I/O threads.
-  asio::post(*context_->parse_pool, [self = shared_from_this(), body = std::move(body)] {
+  asio::post(*context_->parse_pool, [self = shared_from_this(), body = std::move(body), chat] {
     const CompletionLimits limits{.rules = self->context_->engine->limits(),
                                   .default_max_tokens = self->options_.default_max_tokens};
-    auto parsed = ParseCompletionRequest(body, *self->context_->tokenizer, limits);
+    auto parsed = chat ? ParseChatRequest(body, *self->context_->tokenizer, limits, self->options_.chat)
+                       : ParseCompletionRequest(body, *self->context_->tokenizer, limits);
     asio::post(self->strand_, [self, parsed = std::move(parsed)]() mutable { self->Submit(std::move(parsed)); });
   });
 }
 
 void Connection::Submit(absl::StatusOr<CompletionRequest> parsed) {
   if (phase_ == Phase::kClosed) return;
-  if (!parsed.ok()) return Respond(ErrorResponse(400, parsed.status().message(), "invalid_request_error"));
+  if (!parsed.ok()) {
+    const auto [status, type] = HttpStatusOf(parsed.status());
+    return Respond(ErrorResponse(status, parsed.status().message(), type));
+  }
   if (!parsed->model.empty() && parsed->model != options_.model_name) {
     return Respond(
         ErrorResponse(404, absl::StrCat("model \"", parsed->model, "\" is not served here (", options_.model_name, ")"),
                       "invalid_request_error"));
   }
-  const bool logprobs = parsed->spec.sampling.logprobs > 0, stream = parsed->stream;
+  const OutputOptions output_options{.logprobs = parsed->spec.sampling.logprobs > 0,
+                                     .stream = parsed->stream,
+                                     .include_usage = parsed->include_usage};
   CompletionResult result{.model = options_.model_name,
                           .created = absl::ToUnixSeconds(absl::Now()),
+                          .chat = parsed->chat,
+                          .echo_text = std::move(parsed->echo_text),
+                          .choices = std::vector<ChoiceResult>(static_cast<size_t>(parsed->n)),
                           .prompt_tokens = static_cast<int64_t>(parsed->spec.prompt.size())};
+  if (parsed->n > 1) other_choices_ = parsed->spec;
   auto submitted = context_->engine->Submit(std::move(parsed->spec));
   if (!submitted.ok()) {
+    other_choices_.reset();
     const auto [status, type] = HttpStatusOf(submitted.status());
     return Respond(ErrorResponse(status, submitted.status().message(), type));
   }
-  handle_ = std::move(*submitted);
+  handles_.push_back(std::move(*submitted));
   ++context_->active_requests;
   // No pending operation may hold the connection while the engine works (a non-streamed reply with
   // pipelined bytes waiting has none): it holds itself until EndCompletion.
   self_while_generating_ = shared_from_this();
-  result.id = absl::StrCat("cmpl-", handle_->id());
-  output_ = std::make_unique<CompletionOutput>(std::move(result), context_->tokenizer, logprobs, stream);
+  result.id = absl::StrCat(result.chat ? "chatcmpl-" : "cmpl-", handles_[0]->id());
+  output_ = std::make_unique<CompletionOutput>(std::move(result), context_->tokenizer, output_options);
+  Listen(*handles_[0]);
+  // A hang-up shows as the end of a pending read. (Not with pipelined bytes already here: the next
+  // request must be parsed from them first once this one is answered.)
+  if (buffer_.size() == 0) ReadSome();
+  if (!output_options.stream) return;
+  std::string head = EventStreamHead(minor_version_, !keep_alive_);
+  if (minor_version_ >= 1) {
+    AppendChunk(output_->Start(), &head);
+  } else {
+    head += output_->Start();
+  }
+  Write(std::move(head), Then::kPump);
+}
+
+void Connection::Listen(engine::RequestHandle& handle) {
   // The engine calls this on its loop thread: it must not block, and holds no strong reference
   // (the connection is never destroyed there).
-  handle_->OnOutput([weak = weak_from_this(), strand = strand_] {
+  handle.OnOutput([weak = weak_from_this(), strand = strand_] {
     asio::post(strand, [weak] {
       if (auto self = weak.lock()) self->Pump();
     });
   });
-  // A hang-up shows as the end of a pending read. (Not with pipelined bytes already here: the next
-  // request must be parsed from them first once this one is answered.)
-  if (buffer_.size() == 0) ReadSome();
-  if (stream) Write(EventStreamHead(minor_version_, !keep_alive_), Then::kPump);
+}
+
+void Connection::SubmitOtherChoices(std::string* sse) {
+  engine::RequestSpec spec = std::move(*other_choices_);
+  other_choices_.reset();
+  for (int i = 1; i < output_->choices(); ++i) {
+    auto submitted = context_->engine->Submit(spec);
+    if (!submitted.ok()) {
+      // This choice fails alone (its final event says why); the others go on.
+      output_->Add(i, engine::FinalEvent(engine::FinishReason::kError, submitted.status()), sse);
+      handles_.push_back(nullptr);
+      continue;
+    }
+    handles_.push_back(std::move(*submitted));
+    Listen(*handles_.back());
+  }
 }
 
 void Connection::Pump() {
   if (phase_ == Phase::kClosed || write_in_flight_ || output_ == nullptr) return;
   std::string sse;
   bool write_timed_out = false;
-  while (!output_->finished()) {
-    std::optional<engine::OutputEvent> event = handle_->TryNext();
-    if (!event.has_value()) break;
-    // The engine gave up on a client that read nothing for its write timeout: nothing more to say.
-    write_timed_out = event->finish == engine::FinishReason::kCancelled && absl::IsDeadlineExceeded(event->error);
-    output_->Add(*event, &sse);
+  for (bool progress = true; progress && !output_->finished();) {
+    progress = false;
+    for (size_t i = 0; i < handles_.size() && !output_->finished(); ++i) {
+      if (handles_[i] == nullptr || output_->finished(static_cast<int>(i))) continue;
+      std::optional<engine::OutputEvent> event = handles_[i]->TryNext();
+      if (!event.has_value()) continue;
+      progress = true;
+      // The engine gave up on a client that read nothing for its write timeout: nothing more to say.
+      write_timed_out |= event->finish == engine::FinishReason::kCancelled && absl::IsDeadlineExceeded(event->error);
+      output_->Add(static_cast<int>(i), *event, &sse);
+      // Choice 0's first event: its prompt is prefilled (and its blocks cached) — the others may start.
+      if (i == 0 && other_choices_.has_value()) SubmitOtherChoices(&sse);
+    }
   }
   if (write_timed_out) return CloseNow();
   const bool chunked = minor_version_ >= 1;
@@ -317,16 +392,20 @@ void Connection::Pump() {
 }
 
 void Connection::EndCompletion() {
-  if (handle_ == nullptr) return;
-  handle_->OnOutput(nullptr);
+  if (handles_.empty()) return;
+  for (size_t i = 0; i < handles_.size(); ++i) {
+    if (handles_[i] == nullptr) continue;
+    handles_[i]->OnOutput(nullptr);
+    if (!output_->finished(static_cast<int>(i))) handles_[i]->Abort();
+  }
   const bool finished = output_->finished();
-  if (!finished) handle_->Abort();
   if (options_.accounting != nullptr) {
     options_.accounting->RequestFinished(caller_, finished ? output_->finish() : engine::FinishReason::kCancelled,
                                          output_->prompt_tokens(), output_->generated_tokens());
   }
   --context_->active_requests;
-  handle_.reset();
+  handles_.clear();
+  other_choices_.reset();
   self_while_generating_.reset();  // never the last reference: every caller holds one
 }
 

@@ -50,7 +50,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   enum class Phase { kHandshake, kIdle, kHead, kBody, kBusy, kLinger, kClosed };
   // What follows a write once the client has taken it.
   enum class Then { kAwaitRequest, kClose, kLingerClose, kReadBody, kPump };
-  enum class Route { kHealth, kReady, kMetrics, kModels, kCompletions, kNotFound, kWrongMethod };
+  enum class Route {
+    kHealth, kReady, kMetrics, kModels, kVersion, kCompletions, kChatCompletions, kTokenize, kDetokenize,
+    kNotFound, kWrongMethod
+  };
 
   // Reading a request (strand).
   void AwaitRequest();
@@ -64,11 +67,18 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void Dispatch(std::string body);
   static Route RouteOf(boost::beast::http::verb method, absl::string_view target);
 
-  // Completions (strand).
-  void StartCompletion(std::string body);
+  // The tokenizer routes: answered from the parse pool (tokenizing takes time).
+  void StartTokenizer(std::string body);
+
+  // Completions (strand). Choice 0 is submitted at once; the other n − 1 once its first event shows
+  // its prompt prefilled, so that they resume from the prefix cache's blocks of that prompt.
+  void StartCompletion(std::string body, bool chat);
   void Submit(absl::StatusOr<CompletionRequest> parsed);
+  void SubmitOtherChoices(std::string* sse);
   void Pump();
   void EndCompletion();
+  // Posts Pump to the strand whenever `handle` has output (from the engine's loop thread).
+  void Listen(engine::RequestHandle& handle);
 
   // Writing and closing (strand).
   void Respond(Response response, Then then = Then::kAwaitRequest);
@@ -109,8 +119,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::string caller_;      // the API key's name ("" without keys)
   int64_t lingered_bytes_ = 0;
 
-  // The completion being answered.
-  std::shared_ptr<engine::RequestHandle> handle_;
+  // The completion being answered: one handle per choice submitted so far.
+  std::vector<std::shared_ptr<engine::RequestHandle>> handles_;
+  std::optional<engine::RequestSpec> other_choices_;  // the spec the other n − 1 choices wait to run
   std::unique_ptr<CompletionOutput> output_;
   std::shared_ptr<Connection> self_while_generating_;
 

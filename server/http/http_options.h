@@ -9,6 +9,7 @@
 #include "absl/time/time.h"
 #include "server/common/api_keys.h"
 #include "server/common/caller_accounting.h"
+#include "server/http/chat_template_config.h"
 #include "server/http/openai_completion.h"
 
 namespace mcserve::server {
@@ -17,6 +18,8 @@ struct HttpServerOptions {
   std::string host = "0.0.0.0";
   int port = 0;                            // 0 = pick a free port
   std::string model_name;                  // the id /v1/models lists and responses carry
+  std::string version;                     // what /version reports
+  ChatTemplateConfig chat;                 // the model's chat template (none: chat completions get 400)
   ApiKeys api_keys;                        // none = no key required; else every route but /health and /ready
   CallerAccounting* accounting = nullptr;  // per-caller counts (may be null); must outlive the server
   std::string tls_cert, tls_key;           // PEM files; both set = HTTPS

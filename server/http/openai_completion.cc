@@ -6,6 +6,7 @@
 #include "absl/numeric/int128.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "nlohmann/json.hpp"
 
 namespace mcserve::server {
@@ -167,122 +168,75 @@ absl::Status Seed(const Json& body, std::optional<uint64_t>* seed) {
   return absl::OkStatus();
 }
 
+absl::Status ParseStreamOptions(const Json& body, CompletionRequest* r) {
+  auto it = body.find("stream_options");
+  if (it == body.end() || it->is_null()) return absl::OkStatus();
+  if (!it->is_object()) return Bad("stream_options", "must be an object");
+  if (!r->stream) return Bad("stream_options", "is only allowed with \"stream\": true");
+  for (const auto& [key, value] : it->items()) {
+    if (key == "include_usage") {
+      if (!value.is_null() && !value.is_boolean()) return Bad("stream_options.include_usage", "must be true or false");
+      r->include_usage = value.is_boolean() && value.get<bool>();
+    } else if (key != "continuous_usage_stats" || (!value.is_null() && !(value.is_boolean() && !value.get<bool>()))) {
+      return Bad(absl::StrCat("stream_options.", key), "is not supported");
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
-absl::StatusOr<CompletionRequest> ParseCompletionRequest(const std::string& body, const engine::Tokenizer& tokenizer,
-                                                         const CompletionLimits& limits) {
-  Json json = Json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (json.is_discarded()) return absl::InvalidArgumentError("body: not valid JSON");
-  if (!json.is_object()) return absl::InvalidArgumentError("body: must be a JSON object");
-  for (const char* unsupported : {"echo", "best_of", "suffix"}) {
+absl::Status ParseCommonFields(const Json& json, const CompletionLimits& limits, CompletionRequest* r) {
+  for (const char* unsupported : {"best_of", "suffix"}) {
     auto it = json.find(unsupported);
     if (it != json.end() && !it->is_null() && !(it->is_boolean() && !it->get<bool>()) &&
         !(std::string(unsupported) == "best_of" && it->is_number() && it->get<double>() == 1)) {
       return Bad(unsupported, "is not supported");
     }
   }
-  constexpr int64_t kIntMin = std::numeric_limits<int32_t>::min(), kIntMax = std::numeric_limits<int32_t>::max();
-  int n = 1;
-  if (absl::Status s = Integer(json, "n", kIntMin, kIntMax, &n); !s.ok()) return s;
-  if (n != 1) return Bad("n", absl::StrCat(n, " is not supported; only n = 1 is"));
-
-  CompletionRequest r;
-  if (auto it = json.find("model"); it != json.end() && it->is_string()) r.model = it->get<std::string>();
+  constexpr int64_t kIntMax = std::numeric_limits<int32_t>::max();
+  if (auto it = json.find("model"); it != json.end() && !it->is_null()) {
+    if (!it->is_string()) return Bad("model", "must be a string");
+    r->model = it->get<std::string>();
+  }
   const int32_t vocab = limits.rules.vocab_size;
-  if (absl::Status s = Prompt(json, tokenizer, vocab, &r.spec.prompt); !s.ok()) return s;
-  engine::SamplingParams& p = r.spec.sampling;
-  engine::StopCriteria& stop = r.spec.stop;
+  engine::SamplingParams& p = r->spec.sampling;
+  engine::StopCriteria& stop = r->spec.stop;
   stop.max_tokens = limits.default_max_tokens;
-  for (absl::Status s : {Float(json, "temperature", &p.temperature), Float(json, "top_p", &p.top_p),
-                         Integer(json, "top_k", -1, kIntMax, &p.top_k), Float(json, "min_p", &p.min_p),
-                         Float(json, "repetition_penalty", &p.repetition_penalty),
+  for (absl::Status s : {Integer(json, "n", 1, kMaxChoices, &r->n), Float(json, "temperature", &p.temperature),
+                         Float(json, "top_p", &p.top_p), Integer(json, "top_k", -1, kIntMax, &p.top_k),
+                         Float(json, "min_p", &p.min_p), Float(json, "repetition_penalty", &p.repetition_penalty),
                          Float(json, "presence_penalty", &p.presence_penalty),
                          Float(json, "frequency_penalty", &p.frequency_penalty),
-                         Integer(json, "logprobs", 0, engine::RequestLimits::kMaxLogprobs, &p.logprobs),
                          Integer(json, "max_tokens", 1, limits.rules.max_tokens_limit, &stop.max_tokens),
                          Integer(json, "min_tokens", 0, kIntMax, &stop.min_tokens),
                          Bool(json, "ignore_eos", &stop.ignore_eos),
                          Bool(json, "include_stop_str_in_output", &stop.include_stop_string),
-                         Bool(json, "stream", &r.stream), Stop(json, vocab, &stop), LogitBias(json, vocab, &p),
+                         Bool(json, "stream", &r->stream), Stop(json, vocab, &stop), LogitBias(json, vocab, &p),
                          Seed(json, &p.seed)}) {
     if (!s.ok()) return s;
   }
+  return ParseStreamOptions(json, r);
+}
+
+absl::StatusOr<CompletionRequest> ParseCompletionRequest(const std::string& body, const engine::Tokenizer& tokenizer,
+                                                         const CompletionLimits& limits) {
+  Json json = Json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (json.is_discarded()) return absl::InvalidArgumentError("body: not valid JSON");
+  if (!json.is_object()) return absl::InvalidArgumentError("body: must be a JSON object");
+  CompletionRequest r;
+  MCSERVE_RETURN_IF_ERROR(ParseCommonFields(json, limits, &r));
+  MCSERVE_RETURN_IF_ERROR(Prompt(json, tokenizer, limits.rules.vocab_size, &r.spec.prompt));
+  MCSERVE_RETURN_IF_ERROR(
+      Integer(json, "logprobs", 0, engine::RequestLimits::kMaxLogprobs, &r.spec.sampling.logprobs));
+  MCSERVE_RETURN_IF_ERROR(Bool(json, "echo", &r.echo));
+  if (r.echo && r.spec.sampling.logprobs > 0) return Bad("echo", "with logprobs is not supported");
+  if (r.echo) {
+    auto text = tokenizer.Decode(r.spec.prompt);
+    if (!text.ok()) return Bad("prompt", std::string(text.status().message()));
+    r.echo_text = std::move(*text);
+  }
   return r;
-}
-
-const char* OpenAiFinishReason(engine::FinishReason r) {
-  switch (r) {
-    case engine::FinishReason::kNone: return "";
-    case engine::FinishReason::kLength: return "length";
-    case engine::FinishReason::kStop: return "stop";
-    case engine::FinishReason::kCancelled: return "abort";
-    case engine::FinishReason::kError: return "error";
-  }
-  return "";
-}
-
-namespace {
-
-std::string PieceText(const engine::Tokenizer& tokenizer, int32_t id) {
-  auto text = tokenizer.Decode(std::vector<int32_t>{id});
-  return text.ok() ? *text : std::string();
-}
-
-// OpenAI's completions logprobs object for `events`.
-Json Logprobs(const std::vector<engine::OutputEvent>& events, const engine::Tokenizer& tokenizer) {
-  Json tokens = Json::array(), token_logprobs = Json::array(), top = Json::array();
-  for (const engine::OutputEvent& e : events) {
-    tokens.push_back(PieceText(tokenizer, e.token_id));
-    token_logprobs.push_back(e.logprob);
-    Json alternatives = Json::object();
-    for (const engine::TokenLogprob& t : e.top) alternatives[PieceText(tokenizer, t.id)] = t.logprob;
-    top.push_back(alternatives);
-  }
-  return Json{{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top}};
-}
-
-Json Usage(const CompletionResult& r) {
-  const int64_t completion = static_cast<int64_t>(r.token_ids.size());
-  return Json{{"prompt_tokens", r.prompt_tokens},
-              {"completion_tokens", completion},
-              {"total_tokens", r.prompt_tokens + completion},
-              {"prompt_tokens_details", {{"cached_tokens", r.cached_tokens}}}};
-}
-
-Json Envelope(const CompletionResult& r) {
-  return Json{{"id", r.id}, {"object", "text_completion"}, {"created", r.created}, {"model", r.model}};
-}
-
-// A JSON string for `text`, replacing invalid UTF-8 rather than throwing.
-Json Text(const std::string& text) { return Json(text); }
-
-}  // namespace
-
-std::string CompletionJson(const CompletionResult& r, const engine::Tokenizer& tokenizer, bool logprobs) {
-  Json out = Envelope(r);
-  Json choice = {{"index", 0}, {"text", Text(r.text)}, {"finish_reason", OpenAiFinishReason(r.finish)}};
-  choice["logprobs"] = logprobs ? Logprobs(r.logprob_events, tokenizer) : Json(nullptr);
-  out["choices"] = Json::array({choice});
-  out["usage"] = Usage(r);
-  return out.dump(-1, ' ', false, Json::error_handler_t::replace);
-}
-
-std::string CompletionChunkJson(const CompletionResult& r, const engine::OutputEvent& event,
-                                const engine::Tokenizer& tokenizer, bool logprobs) {
-  Json out = Envelope(r);
-  Json choice = {{"index", 0}, {"text", Text(event.text)}};
-  choice["finish_reason"] = event.is_final() ? Json(OpenAiFinishReason(event.finish)) : Json(nullptr);
-  choice["logprobs"] = logprobs && event.token_id >= 0
-                           ? Logprobs(std::vector<engine::OutputEvent>{event}, tokenizer)
-                           : Json(nullptr);
-  out["choices"] = Json::array({choice});
-  if (event.is_final()) out["usage"] = Usage(r);
-  return out.dump(-1, ' ', false, Json::error_handler_t::replace);
-}
-
-std::string ErrorJson(const std::string& message, const std::string& type, int code) {
-  return Json{{"error", {{"message", message}, {"type", type}, {"param", nullptr}, {"code", code}}}}.dump(
-      -1, ' ', false, Json::error_handler_t::replace);
 }
 
 }  // namespace mcserve::server

@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
-#include "server/http/openai_completion.h"
+#include "server/http/completion_json.h"
 
 namespace mcserve::server {
 

@@ -12,13 +12,14 @@ LINE = re.compile(r"^mcserve listening grpc=(\S+):(\d+) http=(\S+):(\d+)$")
 
 
 class McserveProcess:
-    """`server` started on the fixture model with both ports free, one CPU thread and `args` after."""
+    """`server` started on `model` (the fixture model unless given) with both ports free, one CPU thread
+    and `args` after."""
 
-    def __init__(self, server, *args, env=None):
+    def __init__(self, server, *args, env=None, model=FIXTURE):
         e = dict(os.environ)
         e.update(env or {})
         self.proc = subprocess.Popen(
-            [server, "--model", FIXTURE, "--host", "127.0.0.1", "--grpc-port", "0", "--http-port", "0",
+            [server, "--model", model, "--host", "127.0.0.1", "--grpc-port", "0", "--http-port", "0",
              "--threads", "1", "--shutdown-grace-seconds", "0.5", *args],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=e)
         line = self.proc.stdout.readline().decode().rstrip("\n")

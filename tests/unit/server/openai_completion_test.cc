@@ -68,8 +68,9 @@ TEST_F(OpenAiCompletionTest, EveryIntegerFieldIsRangeChecked) {
   EXPECT_EQ(Error(R"({"prompt": "hi", "min_tokens": 2147483648})"),
             "min_tokens: 2147483648 is outside [0, 2147483647]");
   EXPECT_EQ(Error(R"({"prompt": "hi", "min_tokens": -1})"), "min_tokens: -1 is outside [0, 2147483647]");
-  EXPECT_EQ(Error(R"({"prompt": "hi", "n": 4294967297})"), "n: 4294967297 is outside [-2147483648, 2147483647]");
-  EXPECT_EQ(Error(R"({"prompt": "hi", "n": 2})"), "n: 2 is not supported; only n = 1 is");
+  EXPECT_EQ(Error(R"({"prompt": "hi", "n": 4294967297})"), "n: 4294967297 is outside [1, 16]");
+  EXPECT_EQ(Error(R"({"prompt": "hi", "n": 17})"), "n: 17 is outside [1, 16]");
+  EXPECT_EQ(Error(R"({"prompt": "hi", "n": 0})"), "n: 0 is outside [1, 16]");
   EXPECT_EQ(Error(R"({"prompt": "hi", "top_k": 4294967296})"), "top_k: 4294967296 is outside [-1, 2147483647]");
   EXPECT_EQ(Error(R"({"prompt": "hi", "logprobs": 4294967297})"), "logprobs: 4294967297 is outside [0, 20]");
   EXPECT_EQ(Error(R"({"prompt": "hi", "logprobs": 21})"), "logprobs: 21 is outside [0, 20]");
