@@ -20,15 +20,25 @@ T* OptData(Tensor* t) {
   return t != nullptr ? Data<T>(*t) : nullptr;
 }
 
+// The fields every call of the scan sets alike: options, sizes, the layout and the phases.
+inline HopeScanParams CommonParams(const HopeMemoryOptions& o, const Tensor& rows, const BatchLayout& layout,
+                                   const Tensor& phase) {
+  HopeScanParams p{};
+  p.opt = o;
+  p.d = o.head_dim;
+  p.e = o.expansion * o.head_dim;
+  p.conv = o.conv_size;
+  p.t = rows.dim(0);
+  p.heads = rows.dim(1);
+  p.cu = Data<int32_t>(*layout.cu_seqlens);
+  p.slots = Data<int32_t>(*layout.slot_ids);
+  p.phase = Data<int32_t>(phase);
+  return p;
+}
+
 // args (validated by HopeMemory) → the scan's parameters.
 inline HopeScanParams MakeScanParams(const HopeMemoryArgs& a) {
-  HopeScanParams p{};
-  p.opt = a.options;
-  p.d = a.options.head_dim;
-  p.e = a.options.expansion * a.options.head_dim;
-  p.conv = a.options.conv_size;
-  p.t = a.x->dim(0);
-  p.heads = a.x->dim(1);
+  HopeScanParams p = CommonParams(a.options, *a.x, a.layout, *a.phase);
   p.num_slots = a.memory->dim(0);
   p.pm = a.memory->dim(2);
   p.pf = a.fast->dim(2);
@@ -39,9 +49,6 @@ inline HopeScanParams MakeScanParams(const HopeMemoryArgs& a) {
   p.q_conv = Data<float>(*a.q_conv);
   p.k_conv = Data<float>(*a.k_conv);
   p.v_conv = Data<float>(*a.v_conv);
-  p.cu = Data<int32_t>(*a.layout.cu_seqlens);
-  p.slots = Data<int32_t>(*a.layout.slot_ids);
-  p.phase = Data<int32_t>(*a.phase);
   p.memory = Data<float>(*a.memory);
   p.mem_anchor = Data<float>(*a.mem_anchor);
   p.momentum = OptData<float>(a.momentum);
@@ -57,13 +64,7 @@ inline HopeScanParams MakeScanParams(const HopeMemoryArgs& a) {
 
 // HopeFeatures' args → the scan's parameters (memory null: the producers alone).
 inline HopeScanParams MakeScanParams(const HopeFeaturesArgs& a) {
-  HopeScanParams p{};
-  p.opt = a.options;
-  p.d = a.options.head_dim;
-  p.e = a.options.expansion * a.options.head_dim;
-  p.conv = a.options.conv_size;
-  p.t = a.x->dim(0);
-  p.heads = a.x->dim(1);
+  HopeScanParams p = CommonParams(a.options, *a.x, a.layout, *a.phase);
   p.num_slots = a.fast->dim(0);
   p.pm = HopeMemParams(a.options);
   p.pf = a.fast->dim(2);
@@ -74,9 +75,6 @@ inline HopeScanParams MakeScanParams(const HopeFeaturesArgs& a) {
   p.q_conv = Data<float>(*a.q_conv);
   p.k_conv = Data<float>(*a.k_conv);
   p.v_conv = Data<float>(*a.v_conv);
-  p.cu = Data<int32_t>(*a.layout.cu_seqlens);
-  p.slots = Data<int32_t>(*a.layout.slot_ids);
-  p.phase = Data<int32_t>(*a.phase);
   p.fast = Data<float>(*a.fast);
   p.fast_anchor = Data<float>(*a.fast_anchor);
   p.fast_momentum = OptData<float>(a.fast_momentum);
@@ -93,20 +91,11 @@ inline HopeScanParams MakeScanParams(const HopeFeaturesArgs& a) {
 
 // HopeMemWrite's args → the scan's parameters (fast null: M_mem alone).
 inline HopeScanParams MakeScanParams(const HopeMemWriteArgs& a) {
-  HopeScanParams p{};
-  p.opt = a.options;
-  p.d = a.options.head_dim;
-  p.e = a.options.expansion * a.options.head_dim;
-  p.conv = a.options.conv_size;
-  p.t = a.q->dim(0);
-  p.heads = a.q->dim(1);
+  HopeScanParams p = CommonParams(a.options, *a.q, a.layout, *a.phase);
   p.num_slots = a.memory->dim(0);
   p.pm = a.memory->dim(2);
   p.pf = HopeFastParams(a.options);
   p.beta = OptData<const float>(a.beta);
-  p.cu = Data<int32_t>(*a.layout.cu_seqlens);
-  p.slots = Data<int32_t>(*a.layout.slot_ids);
-  p.phase = Data<int32_t>(*a.phase);
   p.memory = Data<float>(*a.memory);
   p.mem_anchor = Data<float>(*a.mem_anchor);
   p.momentum = OptData<float>(a.momentum);
