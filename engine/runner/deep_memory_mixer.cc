@@ -102,13 +102,19 @@ class DeepMemoryMixer : public Mixer {
 
   absl::Status Forward(const Context& ctx, const Tensor& x, const MixerBatch& batch, LayerState& state,
                        Tensor* out) const override {
-    MCSERVE_ASSIGN_OR_RETURN(QkvPipeline::Qkv qkv, qkv_.Run(ctx, x, batch.layout, state));
-    MCSERVE_ASSIGN_OR_RETURN(Tensor step, SigmoidGate(ctx, x, b_proj_));
+    // One grouped GEMM: q, k, v, b_proj, then a_proj and m_proj (titans), then the output gate.
+    std::vector<const Tensor*> gates = {&b_proj_};
+    if (a_proj_) gates.insert(gates.end(), {&*a_proj_, &*m_proj_});
+    const Tensor* g_proj = output_.gate_weight();
+    if (g_proj != nullptr) gates.push_back(g_proj);
+    MCSERVE_ASSIGN_OR_RETURN(QkvPipeline::Qkv qkv, qkv_.Run(ctx, x, batch.layout, state, gates));
+    MCSERVE_ASSIGN_OR_RETURN(Tensor step, SigmoidGate(ctx, std::move(qkv.extra[0])));
     std::optional<Tensor> retention, momentum_gate;
     if (a_proj_) {
-      MCSERVE_ASSIGN_OR_RETURN(retention, SigmoidGate(ctx, x, *a_proj_));
-      MCSERVE_ASSIGN_OR_RETURN(momentum_gate, SigmoidGate(ctx, x, *m_proj_));
+      MCSERVE_ASSIGN_OR_RETURN(retention, SigmoidGate(ctx, std::move(qkv.extra[1])));
+      MCSERVE_ASSIGN_OR_RETURN(momentum_gate, SigmoidGate(ctx, std::move(qkv.extra[2])));
     }
+    const Tensor* gate = g_proj != nullptr ? &qkv.extra.back() : nullptr;  // [T, heads·d]
     const DeepRule rule(weights_, {.q = &qkv.q,
                                    .k = &qkv.k,
                                    .v = &qkv.v,
@@ -121,7 +127,7 @@ class DeepMemoryMixer : public Mixer {
     }
     MCSERVE_ASSIGN_OR_RETURN(Tensor o, NewF32(ctx, {x.dim(0), weights_.heads, weights_.d}));
     MCSERVE_RETURN_IF_ERROR(memory_.Run(ctx, x, rule, batch, state, &o));
-    return output_.Run(ctx, x, o, out);
+    return output_.RunProjected(ctx, gate, o, out);
   }
 
  private:

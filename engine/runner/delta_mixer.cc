@@ -53,17 +53,22 @@ class DeltaMixer : public Mixer {
   absl::Status Forward(const Context& ctx, const Tensor& x, const MixerBatch& batch, LayerState& state,
                        Tensor* out) const override {
     const int64_t t = x.dim(0), hv = core_.dims.v_heads;
-    MCSERVE_ASSIGN_OR_RETURN(QkvPipeline::Qkv qkv, core_.qkv.Run(ctx, x, batch.layout, state));
+    // One grouped GEMM: q, k, v, then b_proj and a_proj when present, then the output gate.
+    std::vector<const Tensor*> gates;
+    if (b_proj_) gates.push_back(&*b_proj_);
+    if (gated_) gates.push_back(&a_proj_);
+    MCSERVE_ASSIGN_OR_RETURN(DeltaStyleCore::Inputs in, core_.Project(ctx, x, batch, state, gates));
+    const QkvPipeline::Qkv& qkv = in.qkv;
     Tensor beta;  // [T, Hv]
     if (b_proj_) {
-      MCSERVE_ASSIGN_OR_RETURN(beta, SigmoidGate(ctx, x, *b_proj_, beta_scale_));
+      MCSERVE_ASSIGN_OR_RETURN(beta, SigmoidGate(ctx, std::move(in.qkv.extra[0]), beta_scale_));
     } else {  // use_beta = false: β = 1 (×2 with allow_neg_eigval)
       MCSERVE_ASSIGN_OR_RETURN(beta, NewF32(ctx, {t, hv}));
       MCSERVE_RETURN_IF_ERROR(beta.CopyFromHost(std::vector<float>(t * hv, beta_scale_)));
     }
     std::optional<Tensor> decay;  // [T, Hv]
     if (gated_) {
-      MCSERVE_ASSIGN_OR_RETURN(Tensor a, Project(ctx, x, a_proj_));
+      const Tensor& a = in.qkv.extra.back();  // [T, Hv] a_proj x
       MCSERVE_ASSIGN_OR_RETURN(decay, NewF32(ctx, {t, hv}));
       MCSERVE_RETURN_IF_ERROR(kernels::Gate(ctx, {.kind = kernels::GateKind::kSoftplusDecay, .x = &a,
                                                   .a_log = &a_log_, .dt_bias = &dt_bias_, .out = &*decay}));
@@ -71,7 +76,7 @@ class DeltaMixer : public Mixer {
     const LinearRule rule({.rule = kernels::LinearMemoryRule::kGatedDelta, .q = &qkv.q, .k = &qkv.k, .v = &qkv.v,
                            .decay = decay ? &*decay : nullptr, .beta = &beta},
                           "");
-    return core_.Finish(ctx, x, rule, batch, state, out);
+    return core_.Finish(ctx, x, in, rule, batch, state, out);
   }
 
  private:

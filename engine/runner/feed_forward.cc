@@ -75,11 +75,14 @@ absl::Status RunFeedForward(const kernels::Context& ctx, std::span<const FeedFor
   MCSERVE_ASSIGN_OR_RETURN(Tensor normed, NewF32(ctx, h.shape()));  // [T, H]
   for (const FeedForwardLevel& level : levels) {
     MCSERVE_RETURN_IF_ERROR(level.norm.Apply(ctx, h, eps, normed));
-    MCSERVE_ASSIGN_OR_RETURN(Tensor up, Project(ctx, normed, level.up_proj));  // [T, I]
+    // up (and SwiGLU's gate) as one grouped GEMM: [T, I] each.
+    std::vector<const Tensor*> weights = {&level.up_proj};
+    if (level.gate_proj) weights.push_back(&*level.gate_proj);
+    MCSERVE_ASSIGN_OR_RETURN(std::vector<Tensor> projected, ProjectMany(ctx, normed, weights));
+    Tensor& up = projected[0];
     if (level.up_bias) MCSERVE_RETURN_IF_ERROR(AddBias(ctx, up, *level.up_bias));
     if (level.gate_proj) {
-      MCSERVE_ASSIGN_OR_RETURN(Tensor gate, Project(ctx, normed, *level.gate_proj));  // [T, I]
-      MCSERVE_RETURN_IF_ERROR(kernels::SwiGlu(ctx, {.gate = &gate, .up = &up, .out = &up}));
+      MCSERVE_RETURN_IF_ERROR(kernels::SwiGlu(ctx, {.gate = &projected[1], .up = &up, .out = &up}));
     } else {
       MCSERVE_RETURN_IF_ERROR(Activate(ctx, up, kernels::ActivationKind::kGelu));
     }

@@ -62,10 +62,15 @@ class GlaMixer : public Mixer {
                        Tensor* out) const override {
     const kernels::BatchLayout& layout = batch.layout;
     const int64_t t = x.dim(0);
-    MCSERVE_ASSIGN_OR_RETURN(Tensor q, q_.Run(ctx, x, layout, state));  // [T, Hq·K]
-    MCSERVE_ASSIGN_OR_RETURN(Tensor k, k_.Run(ctx, x, layout, state));  // [T, Hkv·K]
-    MCSERVE_ASSIGN_OR_RETURN(Tensor v, v_.Run(ctx, x, layout, state));  // [T, Hkv·V]
-    MCSERVE_ASSIGN_OR_RETURN(Tensor decay, KeyDecay(ctx, x));          // [T, Hkv·K]
+    // One grouped GEMM over x: q, k, v, the decay's low-rank gk0, then the output gate.
+    std::vector<const Tensor*> weights = {&q_.w, &k_.w, &v_.w, &gk0_};
+    const Tensor* g_proj = output_.gate_weight();
+    if (g_proj != nullptr) weights.push_back(g_proj);
+    MCSERVE_ASSIGN_OR_RETURN(std::vector<Tensor> xw, ProjectMany(ctx, x, weights));
+    MCSERVE_ASSIGN_OR_RETURN(Tensor q, q_.RunProjected(ctx, std::move(xw[0]), layout, state));  // [T, Hq·K]
+    MCSERVE_ASSIGN_OR_RETURN(Tensor k, k_.RunProjected(ctx, std::move(xw[1]), layout, state));  // [T, Hkv·K]
+    MCSERVE_ASSIGN_OR_RETURN(Tensor v, v_.RunProjected(ctx, std::move(xw[2]), layout, state));  // [T, Hkv·V]
+    MCSERVE_ASSIGN_OR_RETURN(Tensor decay, KeyDecay(ctx, xw[3]));                             // [T, Hkv·K]
     if (qk_act_ != ActivationKind::kIdentity) {
       MCSERVE_RETURN_IF_ERROR(Activate(ctx, q, qk_act_));
       MCSERVE_RETURN_IF_ERROR(Activate(ctx, k, qk_act_));
@@ -79,15 +84,14 @@ class GlaMixer : public Mixer {
     const LinearRule rule(
         {.rule = kernels::LinearMemoryRule::kAdditive, .q = &q3, .k = &k3, .v = &v3, .key_decay = &decay3}, "");
     MCSERVE_RETURN_IF_ERROR(memory_.Run(ctx, x, rule, batch, state, &o));
-    return output_.Run(ctx, x, o, out);
+    return output_.RunProjected(ctx, g_proj != nullptr ? &xw.back() : nullptr, o, out);
   }
 
  private:
-  // α = exp(max(logsigmoid(W1 (W0 x) + b1) / normalizer, clamp_min)) → [T, Hkv·K].
-  absl::StatusOr<Tensor> KeyDecay(const Context& ctx, const Tensor& x) const {
-    MCSERVE_ASSIGN_OR_RETURN(Tensor low, Project(ctx, x, gk0_));
+  // α = exp(max(logsigmoid(W1 low + b1) / normalizer, clamp_min)) → [T, Hkv·K], low = W0 x [T, r].
+  absl::StatusOr<Tensor> KeyDecay(const Context& ctx, const Tensor& low) const {
     MCSERVE_ASSIGN_OR_RETURN(Tensor logits, Project(ctx, low, gk1_));
-    MCSERVE_ASSIGN_OR_RETURN(Tensor bias_rows, BroadcastRows(ctx, gk1_bias_, x.dim(0)));
+    MCSERVE_ASSIGN_OR_RETURN(Tensor bias_rows, BroadcastRows(ctx, gk1_bias_, low.dim(0)));
     MCSERVE_RETURN_IF_ERROR(kernels::Add(ctx, {.a = &logits, .b = &bias_rows, .out = &logits}));
     MCSERVE_ASSIGN_OR_RETURN(Tensor alpha, NewF32(ctx, logits.shape()));
     MCSERVE_RETURN_IF_ERROR(kernels::Gate(ctx, {.kind = kernels::GateKind::kLogSigmoidDecay, .x = &logits,

@@ -59,6 +59,21 @@ absl::StatusOr<Tensor> Project(const Context& ctx, const Tensor& x, const Tensor
   return out;
 }
 
+absl::StatusOr<std::vector<Tensor>> ProjectMany(const Context& ctx, const Tensor& x,
+                                                std::span<const Tensor* const> weights) {
+  std::vector<Tensor> outs;
+  outs.reserve(weights.size());
+  std::vector<kernels::LinearGroupItem> items;
+  items.reserve(weights.size());
+  for (const Tensor* w : weights) {
+    MCSERVE_ASSIGN_OR_RETURN(Tensor out, NewF32(ctx, {x.dim(0), w->dim(0)}));
+    outs.push_back(std::move(out));
+    items.push_back({.w = w, .out = &outs.back()});
+  }
+  MCSERVE_RETURN_IF_ERROR(kernels::LinearGroup(ctx, {.x = &x, .items = items}));
+  return outs;
+}
+
 absl::StatusOr<ConvProjection> ConvProjection::Bind(const WeightBinder& w, const std::string& attn,
                                                     const std::string& name, int64_t dim, int64_t hidden,
                                                     bool use_conv, int64_t conv_size) {
@@ -79,6 +94,12 @@ void ConvProjection::AddStateSpec(int64_t conv_size, std::vector<StateSpec>* spe
 absl::StatusOr<Tensor> ConvProjection::Run(const Context& ctx, const Tensor& x, const kernels::BatchLayout& layout,
                                            LayerState& state, bool conv_silu) const {
   MCSERVE_ASSIGN_OR_RETURN(Tensor projected, Project(ctx, x, w));
+  return RunProjected(ctx, std::move(projected), layout, state, conv_silu);
+}
+
+absl::StatusOr<Tensor> ConvProjection::RunProjected(const Context& ctx, Tensor projected,
+                                                    const kernels::BatchLayout& layout, LayerState& state,
+                                                    bool conv_silu) const {
   if (!conv) {
     if (act_without_conv != kernels::ActivationKind::kIdentity) {
       MCSERVE_RETURN_IF_ERROR(Activate(ctx, projected, act_without_conv));

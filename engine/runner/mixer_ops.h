@@ -6,6 +6,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "kernels/core/batch_layout.h"
@@ -36,6 +37,11 @@ absl::StatusOr<kernels::Tensor> GatherRows(const kernels::Context& ctx, const ke
 absl::StatusOr<kernels::Tensor> Project(const kernels::Context& ctx, const kernels::Tensor& x,
                                         const kernels::Tensor& w);
 
+// x [T, in] through every w_i [out_i, in] as one grouped GEMM (one thread-pool hand-off at decode;
+// results bit-equal to Project each) → [T, out_i] in order.
+absl::StatusOr<std::vector<kernels::Tensor>> ProjectMany(const kernels::Context& ctx, const kernels::Tensor& x,
+                                                         std::span<const kernels::Tensor* const> weights);
+
 // One projected input stream of a mixer: W x, then either a causal short conv with SiLU whose
 // window lives in state `state_name` ([slots, W−1, D]), or (without conv) an activation.
 struct ConvProjection {
@@ -53,6 +59,10 @@ struct ConvProjection {
   absl::StatusOr<kernels::Tensor> Run(const kernels::Context& ctx, const kernels::Tensor& x,
                                       const kernels::BatchLayout& layout, LayerState& state,
                                       bool conv_silu = true) const;
+  // The same after the projection: projected = x·wᵀ [T, D] (from ProjectMany) → [T, D].
+  absl::StatusOr<kernels::Tensor> RunProjected(const kernels::Context& ctx, kernels::Tensor projected,
+                                               const kernels::BatchLayout& layout, LayerState& state,
+                                               bool conv_silu = true) const;
 };
 
 // In place over rows of `x` viewed as [rows, n]: L2 (eps 1e-6) or sum normalisation, times scale.

@@ -33,10 +33,10 @@ void QkvPipeline::AddStateSpecs(std::vector<StateSpec>* specs) const {
   for (const ConvProjection* p : {&q_, &k_, &v_}) p->AddStateSpec(options_.conv_size, specs);
 }
 
-absl::StatusOr<Tensor> QkvPipeline::RunQk(const Context& ctx, const ConvProjection& p, const Tensor& x,
+absl::StatusOr<Tensor> QkvPipeline::RunQk(const Context& ctx, const ConvProjection& p, Tensor projected,
                                           const kernels::BatchLayout& layout, LayerState& state) const {
   const bool silu = options_.qk_act == ActivationKind::kSilu;
-  MCSERVE_ASSIGN_OR_RETURN(Tensor y, p.Run(ctx, x, layout, state, /*conv_silu=*/silu));
+  MCSERVE_ASSIGN_OR_RETURN(Tensor y, p.RunProjected(ctx, std::move(projected), layout, state, /*conv_silu=*/silu));
   if (!silu && options_.qk_act != ActivationKind::kIdentity) {
     MCSERVE_RETURN_IF_ERROR(Activate(ctx, y, options_.qk_act));
   }
@@ -44,12 +44,16 @@ absl::StatusOr<Tensor> QkvPipeline::RunQk(const Context& ctx, const ConvProjecti
 }
 
 absl::StatusOr<QkvPipeline::Qkv> QkvPipeline::Run(const Context& ctx, const Tensor& x,
-                                                  const kernels::BatchLayout& layout, LayerState& state) const {
+                                                  const kernels::BatchLayout& layout, LayerState& state,
+                                                  std::span<const Tensor* const> extra) const {
   const QkvOptions& o = options_;
   const int64_t t = x.dim(0);
-  MCSERVE_ASSIGN_OR_RETURN(Tensor q, RunQk(ctx, q_, x, layout, state));
-  MCSERVE_ASSIGN_OR_RETURN(Tensor k, RunQk(ctx, k_, x, layout, state));
-  MCSERVE_ASSIGN_OR_RETURN(Tensor v, v_.Run(ctx, x, layout, state));
+  std::vector<const Tensor*> weights = {&q_.w, &k_.w, &v_.w};
+  weights.insert(weights.end(), extra.begin(), extra.end());
+  MCSERVE_ASSIGN_OR_RETURN(std::vector<Tensor> projected, ProjectMany(ctx, x, weights));
+  MCSERVE_ASSIGN_OR_RETURN(Tensor q, RunQk(ctx, q_, std::move(projected[0]), layout, state));
+  MCSERVE_ASSIGN_OR_RETURN(Tensor k, RunQk(ctx, k_, std::move(projected[1]), layout, state));
+  MCSERVE_ASSIGN_OR_RETURN(Tensor v, v_.RunProjected(ctx, std::move(projected[2]), layout, state));
   const float eps = o.qk_l2 ? 1e-6f : 0.0f;
   MCSERVE_RETURN_IF_ERROR(NormalizeRows(ctx, q, o.dk, o.qk_l2, eps, o.scale_q ? QueryScale(o.dk) : 1.0f));
   MCSERVE_RETURN_IF_ERROR(NormalizeRows(ctx, k, o.dk, o.qk_l2, eps, 1.0f));
@@ -57,6 +61,7 @@ absl::StatusOr<QkvPipeline::Qkv> QkvPipeline::Run(const Context& ctx, const Tens
   MCSERVE_ASSIGN_OR_RETURN(out.q, q.Reshape({t, o.q_heads, o.dk}));
   MCSERVE_ASSIGN_OR_RETURN(out.k, k.Reshape({t, o.q_heads, o.dk}));
   MCSERVE_ASSIGN_OR_RETURN(out.v, v.Reshape({t, o.v_heads, o.dv}));
+  out.extra.assign(std::make_move_iterator(projected.begin() + 3), std::make_move_iterator(projected.end()));
   return out;
 }
 
@@ -79,7 +84,11 @@ absl::Status GatedOutput::Run(const Context& ctx, const Tensor& x, Tensor& o, Te
   if (g_proj_) {
     MCSERVE_ASSIGN_OR_RETURN(gate, Project(ctx, x, *g_proj_));
   }
-  return OutputStage(ctx, o, norm_, gate ? &*gate : nullptr, eps_, o_proj_, out);
+  return RunProjected(ctx, gate ? &*gate : nullptr, o, out);
+}
+
+absl::Status GatedOutput::RunProjected(const Context& ctx, const Tensor* gate, Tensor& o, Tensor* out) const {
+  return OutputStage(ctx, o, norm_, gate, eps_, o_proj_, out);
 }
 
 absl::StatusOr<DeltaStyleCore> DeltaStyleCore::Bind(const ModelConfig& c, const WeightBinder& w, int layer,
@@ -105,17 +114,35 @@ std::vector<StateSpec> DeltaStyleCore::StateSpecs(std::vector<StateSpec> extra) 
   return specs;
 }
 
-absl::Status DeltaStyleCore::Finish(const Context& ctx, const Tensor& x, const MemoryRule& rule,
+absl::StatusOr<DeltaStyleCore::Inputs> DeltaStyleCore::Project(const Context& ctx, const Tensor& x,
+                                                               const MixerBatch& batch, LayerState& state,
+                                                               std::vector<const Tensor*> gates) const {
+  const Tensor* g_proj = output.gate_weight();
+  if (g_proj != nullptr) gates.push_back(g_proj);
+  Inputs in;
+  MCSERVE_ASSIGN_OR_RETURN(in.qkv, qkv.Run(ctx, x, batch.layout, state, gates));
+  if (g_proj != nullptr) {
+    in.gate = std::move(in.qkv.extra.back());
+    in.qkv.extra.pop_back();
+  }
+  return in;
+}
+
+absl::Status DeltaStyleCore::Finish(const Context& ctx, const Tensor& x, const Inputs& inputs, const MemoryRule& rule,
                                     const MixerBatch& batch, LayerState& state, Tensor* out) const {
   MCSERVE_ASSIGN_OR_RETURN(Tensor o, NewF32(ctx, {x.dim(0), dims.v_heads, dims.dv}));
   MCSERVE_RETURN_IF_ERROR(memory.Run(ctx, x, rule, batch, state, &o));
-  return output.Run(ctx, x, o, out);
+  return output.RunProjected(ctx, inputs.gate ? &*inputs.gate : nullptr, o, out);
 }
 
 absl::StatusOr<Tensor> SigmoidGate(const Context& ctx, const Tensor& x, const Tensor& w, float scale) {
   MCSERVE_ASSIGN_OR_RETURN(Tensor g, Project(ctx, x, w));
-  MCSERVE_RETURN_IF_ERROR(Activate(ctx, g, ActivationKind::kSigmoid, scale));
-  return g;
+  return SigmoidGate(ctx, std::move(g), scale);
+}
+
+absl::StatusOr<Tensor> SigmoidGate(const Context& ctx, Tensor projected, float scale) {
+  MCSERVE_RETURN_IF_ERROR(Activate(ctx, projected, ActivationKind::kSigmoid, scale));
+  return projected;
 }
 
 }  // namespace mcserve::engine

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -39,13 +40,17 @@ class QkvPipeline {
     kernels::Tensor q;  // [T, q_heads, dk], normalised (and scaled by dk^-0.5 when scale_q)
     kernels::Tensor k;  // [T, q_heads, dk], normalised
     kernels::Tensor v;  // [T, v_heads, dv]
+    std::vector<kernels::Tensor> extra;  // [T, n_i]: x·w_iᵀ for each weight of `extra`, in order
   };
+  // x [T, hidden] → q, k, v. The q, k, v projections and the caller's `extra` weights ([n_i, hidden]
+  // each: gates, the output gate) run as one grouped GEMM.
   absl::StatusOr<Qkv> Run(const kernels::Context& ctx, const kernels::Tensor& x,
-                          const kernels::BatchLayout& layout, LayerState& state) const;
+                          const kernels::BatchLayout& layout, LayerState& state,
+                          std::span<const kernels::Tensor* const> extra = {}) const;
 
  private:
   absl::StatusOr<kernels::Tensor> RunQk(const kernels::Context& ctx, const ConvProjection& p,
-                                        const kernels::Tensor& x, const kernels::BatchLayout& layout,
+                                        kernels::Tensor projected, const kernels::BatchLayout& layout,
                                         LayerState& state) const;
   QkvOptions options_;
   ConvProjection q_, k_, v_;
@@ -61,6 +66,11 @@ class GatedOutput {
   // o [T, heads, dv] (normalised in place), x [T, hidden] (for the gate) → out [T, hidden].
   absl::Status Run(const kernels::Context& ctx, const kernels::Tensor& x, kernels::Tensor& o,
                    kernels::Tensor* out) const;
+  // The same with the gate already projected: gate = x·g_projᵀ [T, heads·dv] (null when ungated).
+  absl::Status RunProjected(const kernels::Context& ctx, const kernels::Tensor* gate, kernels::Tensor& o,
+                            kernels::Tensor* out) const;
+  // g_proj [heads·dv, hidden], or null without the gate (for a caller's grouped projection).
+  const kernels::Tensor* gate_weight() const { return g_proj_ ? &*g_proj_ : nullptr; }
 
  private:
   std::optional<kernels::Tensor> g_proj_;  // [heads·dv, hidden]
@@ -84,14 +94,28 @@ struct DeltaStyleCore {
                                              const QkvOptions& dims, MemoryStage::Aux aux = {});
   // State per slot: "memory" [v_heads, dk, dv], then `extra`, then the conv windows and MC's.
   std::vector<StateSpec> StateSpecs(std::vector<StateSpec> extra = {}) const;
+  // What a mixer's Forward projects from x before its memory: q, k, v, the mixer's own gate
+  // projections and the output gate.
+  struct Inputs {
+    QkvPipeline::Qkv qkv;              // qkv.extra: [T, n_i] for the mixer's `gates`, in order
+    std::optional<kernels::Tensor> gate;  // [T, v_heads·dv] output gate x·g_projᵀ (when gated)
+  };
+  // x [T, hidden] → Inputs, every projection of x (q, k, v, `gates` [n_i, hidden] each, g_proj) in
+  // one grouped GEMM.
+  absl::StatusOr<Inputs> Project(const kernels::Context& ctx, const kernels::Tensor& x, const MixerBatch& batch,
+                                 LayerState& state, std::vector<const kernels::Tensor*> gates) const;
   // Runs the mixer's memory `rule` (over its qkv) through the memory stage, then the output stage
-  // into out [T, hidden].
-  absl::Status Finish(const kernels::Context& ctx, const kernels::Tensor& x, const MemoryRule& rule,
-                      const MixerBatch& batch, LayerState& state, kernels::Tensor* out) const;
+  // (with the inputs' gate) into out [T, hidden].
+  absl::Status Finish(const kernels::Context& ctx, const kernels::Tensor& x, const Inputs& inputs,
+                      const MemoryRule& rule, const MixerBatch& batch, LayerState& state,
+                      kernels::Tensor* out) const;
 };
 
 // σ(W x)·scale for a per-head scalar gate: W [heads, hidden] → [T, heads].
 absl::StatusOr<kernels::Tensor> SigmoidGate(const kernels::Context& ctx, const kernels::Tensor& x,
                                             const kernels::Tensor& w, float scale = 1.0f);
+// The same from the projection W x [T, heads] (from a grouped projection), in place.
+absl::StatusOr<kernels::Tensor> SigmoidGate(const kernels::Context& ctx, kernels::Tensor projected,
+                                            float scale = 1.0f);
 
 }  // namespace mcserve::engine

@@ -38,17 +38,19 @@ class SwlaMixer : public Mixer {
 
   absl::Status Forward(const Context& ctx, const Tensor& x, const MixerBatch& batch, LayerState& state,
                        Tensor* out) const override {
-    MCSERVE_ASSIGN_OR_RETURN(QkvPipeline::Qkv qkv, core_.qkv.Run(ctx, x, batch.layout, state));
-    MCSERVE_ASSIGN_OR_RETURN(Tensor a, Project(ctx, x, a_proj_));
+    MCSERVE_ASSIGN_OR_RETURN(DeltaStyleCore::Inputs in,
+                             core_.Project(ctx, x, batch, state, {&a_proj_, &b_proj_, &l_proj_}));
+    const QkvPipeline::Qkv& qkv = in.qkv;
+    const Tensor& a = qkv.extra[0];  // [T, heads] a_proj x
     MCSERVE_ASSIGN_OR_RETURN(Tensor alpha, NewF32(ctx, a.shape()));
     MCSERVE_RETURN_IF_ERROR(kernels::Gate(ctx, {.kind = kernels::GateKind::kSoftplusDecay, .x = &a,
                                                 .a_log = &a_log_, .dt_bias = &dt_bias_, .out = &alpha}));
-    MCSERVE_ASSIGN_OR_RETURN(Tensor beta, SigmoidGate(ctx, x, b_proj_));
-    MCSERVE_ASSIGN_OR_RETURN(Tensor lambda, SigmoidGate(ctx, x, l_proj_));
+    MCSERVE_ASSIGN_OR_RETURN(Tensor beta, SigmoidGate(ctx, std::move(in.qkv.extra[1])));
+    MCSERVE_ASSIGN_OR_RETURN(Tensor lambda, SigmoidGate(ctx, std::move(in.qkv.extra[2])));
     const LinearRule rule({.rule = kernels::LinearMemoryRule::kSwla, .q = &qkv.q, .k = &qkv.k, .v = &qkv.v,
                            .decay = &alpha, .beta = &beta, .gamma = &lambda},
                           "previous_kv");
-    return core_.Finish(ctx, x, rule, batch, state, out);
+    return core_.Finish(ctx, x, in, rule, batch, state, out);
   }
 
  private:

@@ -33,14 +33,16 @@ class TitansMixer : public Mixer {
 
   absl::Status Forward(const Context& ctx, const Tensor& x, const MixerBatch& batch, LayerState& state,
                        Tensor* out) const override {
-    MCSERVE_ASSIGN_OR_RETURN(QkvPipeline::Qkv qkv, core_.qkv.Run(ctx, x, batch.layout, state));
-    MCSERVE_ASSIGN_OR_RETURN(Tensor alpha, SigmoidGate(ctx, x, a_proj_));  // retention
-    MCSERVE_ASSIGN_OR_RETURN(Tensor eta, SigmoidGate(ctx, x, m_proj_));    // momentum
-    MCSERVE_ASSIGN_OR_RETURN(Tensor theta, SigmoidGate(ctx, x, b_proj_));  // step size
+    MCSERVE_ASSIGN_OR_RETURN(DeltaStyleCore::Inputs in,
+                             core_.Project(ctx, x, batch, state, {&a_proj_, &m_proj_, &b_proj_}));
+    const QkvPipeline::Qkv& qkv = in.qkv;
+    MCSERVE_ASSIGN_OR_RETURN(Tensor alpha, SigmoidGate(ctx, std::move(in.qkv.extra[0])));  // retention
+    MCSERVE_ASSIGN_OR_RETURN(Tensor eta, SigmoidGate(ctx, std::move(in.qkv.extra[1])));    // momentum
+    MCSERVE_ASSIGN_OR_RETURN(Tensor theta, SigmoidGate(ctx, std::move(in.qkv.extra[2])));  // step size
     const LinearRule rule({.rule = kernels::LinearMemoryRule::kTitans, .q = &qkv.q, .k = &qkv.k, .v = &qkv.v,
                            .decay = &alpha, .beta = &theta, .gamma = &eta},
                           "momentum");
-    return core_.Finish(ctx, x, rule, batch, state, out);
+    return core_.Finish(ctx, x, in, rule, batch, state, out);
   }
 
  private:

@@ -24,7 +24,24 @@ absl::Status Validate(const Context& ctx, const LinearArgs& a) {
   return CheckWritable("Linear", "out", out);
 }
 
+// Each item as a Linear of its own, on the device's backend (CUDA: one launch per item).
+absl::Status LinearEachItem(const Context& ctx, const LinearGroupArgs& args) {
+  for (const LinearGroupItem& item : args.items) {
+    MCSERVE_RETURN_IF_ERROR(Linear(ctx, {.x = args.x, .w = item.w, .out = item.out}));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+absl::Status LinearGroup(const Context& ctx, const LinearGroupArgs& args) {
+  if (args.items.empty()) return absl::InvalidArgumentError("LinearGroup: no items");
+  for (const LinearGroupItem& item : args.items) {
+    MCSERVE_RETURN_IF_ERROR(Validate(ctx, {.x = args.x, .w = item.w, .out = item.out}));
+  }
+  if (ctx.device != Device::kCpu) return LinearEachItem(ctx, args);
+  return internal::LinearGroupCpu(ctx, args);
+}
 
 absl::Status Linear(const Context& ctx, const LinearArgs& args) {
   MCSERVE_RETURN_IF_ERROR(Validate(ctx, args));

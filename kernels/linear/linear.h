@@ -3,6 +3,8 @@
 // Any thread; calls sharing a Context.pool must not overlap.
 #pragma once
 
+#include <span>
+
 #include "absl/status/status.h"
 #include "kernels/core/context.h"
 #include "kernels/core/tensor.h"
@@ -18,8 +20,26 @@ struct LinearArgs {
 
 absl::Status Linear(const Context& ctx, const LinearArgs& args);
 
+// One weight of a LinearGroup call and the output it writes.
+struct LinearGroupItem {
+  const Tensor* w = nullptr;  // [out_i, in] F32 | BF16 | F16
+  Tensor* out = nullptr;      // [m, out_i] F32
+};
+
+struct LinearGroupArgs {
+  const Tensor* x = nullptr;               // [m, in] F32, shared by every item
+  std::span<const LinearGroupItem> items;  // at least one
+};
+
+// out_i = x · w_iᵀ for every item: the projections that read the same input as one op. On the CPU
+// at m ≤ 8 (decode) all items' rows go through the thread pool in one hand-off instead of one per
+// weight; every result is bit-equal to a separate Linear call. Any thread; calls sharing a
+// Context.pool must not overlap.
+absl::Status LinearGroup(const Context& ctx, const LinearGroupArgs& args);
+
 namespace internal {
 absl::Status LinearCpu(const Context& ctx, const LinearArgs& args);
+absl::Status LinearGroupCpu(const Context& ctx, const LinearGroupArgs& args);
 namespace cuda {  // linear_cuda.cu compiled by nvcc
 absl::Status LinearCuda(const Context& ctx, const LinearArgs& args);
 }  // namespace cuda

@@ -10,6 +10,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "base/status_macros.h"
 #include "kernels/core/tensor_data.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/linear/linear.h"
@@ -222,7 +223,61 @@ void Run(const Context& ctx, int64_t m, const float* x, const typename W::T* w, 
   }
 }
 
+// Rows [j0, j1) of one item of a GEMV group, dispatched on its weight's dtype.
+void GroupItemRange(const LinearGroupItem& item, int64_t m, const float* x, const float* xs, int64_t k,
+                    int64_t j0, int64_t j1) {
+  const Tensor& w = *item.w;
+  float* out = Data<float>(*item.out);
+  const int64_t n = w.dim(0);
+  switch (w.dtype()) {
+    case DType::kF32:
+      return GemvRangeDispatch<F32W>(m, x, x, Data<float>(w), k, out, n, false, j0, j1);
+    case DType::kBF16:
+      return GemvRangeDispatch<Bf16W>(m, x, xs, Data<uint16_t>(w), k, out, n, false, j0, j1);
+    case DType::kF16:
+      return GemvRangeDispatch<F16W>(m, x, x, Data<uint16_t>(w), k, out, n, false, j0, j1);
+    case DType::kI32:
+      return;  // refused by validation
+  }
+}
+
 }  // namespace
+
+absl::Status LinearGroupCpu(const Context& ctx, const LinearGroupArgs& args) {
+  const Tensor& x = *args.x;
+  const int64_t m = x.dim(0), k = x.dim(1);
+  if (m > kGemvMaxRows || m == 0 || k == 0) {  // GEMM sizes: one sgemm pass per item
+    for (const LinearGroupItem& item : args.items) {
+      MCSERVE_RETURN_IF_ERROR(LinearCpu(ctx, {.x = args.x, .w = item.w, .out = item.out}));
+    }
+    return absl::OkStatus();
+  }
+  const float* xp = Data<float>(x);
+  const float* xs = xp;
+  int64_t total = 0;
+  bool any_bf16 = false;
+  for (const LinearGroupItem& item : args.items) {
+    total += item.w->dim(0);
+    any_bf16 = any_bf16 || item.w->dtype() == DType::kBF16;
+  }
+  thread_local std::vector<float> split;
+  if (any_bf16) {
+    split.resize(static_cast<size_t>(m * k));
+    SplitEvenOdd(xp, m, k, split.data());
+    xs = split.data();
+  }
+  // Rows [0, total) are the items' output rows one after another; each block runs its share of each.
+  cpu::ThreadPool* pool = m * total * k >= kMinParallelMacs ? ctx.pool : nullptr;
+  cpu::ParallelFor(pool, total, [&](int64_t j0, int64_t j1) {
+    int64_t first = 0;
+    for (const LinearGroupItem& item : args.items) {
+      const int64_t n = item.w->dim(0), lo = std::max(j0, first), hi = std::min(j1, first + n);
+      if (lo < hi) GroupItemRange(item, m, xp, xs, k, lo - first, hi - first);
+      first += n;
+    }
+  });
+  return absl::OkStatus();
+}
 
 absl::Status LinearCpu(const Context& ctx, const LinearArgs& args) {
   const Tensor &x = *args.x, &w = *args.w;
