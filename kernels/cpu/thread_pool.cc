@@ -16,6 +16,8 @@ namespace {
 
 // How long a worker spins for the next loop before sleeping (~100 µs of pause instructions).
 constexpr int kSpinIterations = 2000;
+// Chunks per thread of a loop: enough for the running threads to take over a stalled one's share.
+constexpr int64_t kChunksPerThread = 4;
 
 // Block `index` of `parts` equal blocks of [0, n).
 std::pair<int64_t, int64_t> Block(int64_t n, int parts, int index) {
@@ -31,7 +33,7 @@ ThreadPool::ThreadPool(int num_threads) {
   // at the default, spin between calls (and from start-up) and slow every other op down.
   openblas_set_num_threads(1);
   if (num_threads <= 0) num_threads = std::max(1u, std::thread::hardware_concurrency());
-  for (int i = 0; i + 1 < num_threads; ++i) workers_.emplace_back([this, i] { WorkerLoop(i); });
+  for (int i = 0; i + 1 < num_threads; ++i) workers_.emplace_back([this] { WorkerLoop(); });
 }
 
 ThreadPool::~ThreadPool() {
@@ -56,14 +58,32 @@ uint64_t ThreadPool::AwaitWork(uint64_t seen) {
   return generation_.load(std::memory_order_acquire);
 }
 
-void ThreadPool::WorkerLoop(int index) {
+int64_t ThreadPool::Claim(uint64_t generation) {
+  const uint64_t tag = (generation & 0xffffffffu) << 32;
+  uint64_t word = claim_.load(std::memory_order_acquire);
+  // word = tag | chunks << 16 | next chunk: everything the claim needs is in the one word.
+  while ((word & ~uint64_t{0xffffffffu}) == tag && (word & 0xffffu) < ((word >> 16) & 0xffffu)) {
+    if (claim_.compare_exchange_weak(word, word + 1, std::memory_order_acq_rel, std::memory_order_acquire)) {
+      return static_cast<int64_t>(word & 0xffffu);
+    }
+  }
+  return -1;
+}
+
+void ThreadPool::RunChunks(uint64_t generation) {
+  for (int64_t c = Claim(generation); c >= 0; c = Claim(generation)) {
+    auto [begin, end] = Block(n_, static_cast<int>(chunks_), static_cast<int>(c));
+    if (begin < end) (*fn_)(begin, end);
+    done_.fetch_add(1, std::memory_order_acq_rel);
+  }
+}
+
+void ThreadPool::WorkerLoop() {
   uint64_t seen = 0;
   while (true) {
     seen = AwaitWork(seen);
     if (stop_.load()) return;
-    auto [begin, end] = Block(n_, num_threads(), index);
-    if (begin < end) (*fn_)(begin, end);
-    pending_.fetch_sub(1, std::memory_order_acq_rel);
+    RunChunks(seen);
   }
 }
 
@@ -75,20 +95,23 @@ void ThreadPool::ParallelFor(int64_t n, const std::function<void(int64_t, int64_
   }
   fn_ = &fn;
   n_ = n;
-  pending_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
+  chunks_ = std::min<int64_t>({n, num_threads() * kChunksPerThread, 0xffff});
+  done_.store(0, std::memory_order_relaxed);
+  const uint64_t generation = generation_.load(std::memory_order_relaxed) + 1;
+  claim_.store((generation & 0xffffffffu) << 32 | static_cast<uint64_t>(chunks_) << 16, std::memory_order_release);
   {
     // Under the lock so that a worker between its predicate check and its wait cannot miss it.
     std::lock_guard<std::mutex> lock(mu_);
-    generation_.fetch_add(1, std::memory_order_release);
+    generation_.store(generation, std::memory_order_release);
   }
   if (sleepers_.load() > 0) work_cv_.notify_all();
-  auto [begin, end] = Block(n, num_threads(), num_threads() - 1);
-  if (begin < end) fn(begin, end);
-  for (int spin = 0; pending_.load(std::memory_order_acquire) != 0; ++spin) {
+  RunChunks(generation);
+  // Only chunks a worker claimed and is still running are left.
+  for (int spin = 0; done_.load(std::memory_order_acquire) != chunks_; ++spin) {
     if (spin < kSpinIterations) {
       MCSERVE_CPU_RELAX();
     } else {
-      std::this_thread::yield();  // a worker was descheduled
+      std::this_thread::yield();  // that worker was descheduled
     }
   }
 }

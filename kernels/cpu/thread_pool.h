@@ -1,6 +1,9 @@
 // A fixed pool of worker threads for the CPU backend's data-parallel loops. Workers spin briefly
 // after each loop before sleeping, so the back-to-back small loops of a decode step do not pay a
 // futex wake-up each (the decode targets of docs/architecture.md); an idle pool sleeps.
+// A loop is cut into a few chunks per thread that the caller and the workers claim from one atomic
+// counter: when the machine is loaded and a worker is not running, the caller does its share
+// instead of spinning on it.
 #pragma once
 
 #include <atomic>
@@ -24,24 +27,33 @@ class ThreadPool {
 
   int num_threads() const { return static_cast<int>(workers_.size()) + 1; }
 
-  // Runs fn(begin, end) over a partition of [0, n) into contiguous blocks and waits for all.
-  // Not reentrant: call from one thread at a time (the engine's engine loop thread).
+  // Runs fn(begin, end) over a partition of [0, n) into contiguous blocks and waits for all. Which
+  // thread runs which block is not fixed. Not reentrant: call from one thread at a time (the
+  // engine's engine loop thread).
   void ParallelFor(int64_t n, const std::function<void(int64_t, int64_t)>& fn);
 
  private:
-  void WorkerLoop(int index);
+  void WorkerLoop();
   // Waits until generation_ differs from `seen` or the pool stops; returns the new generation.
   uint64_t AwaitWork(uint64_t seen);
+  // Claims and runs chunks of loop `generation` until none is left (or a newer loop started).
+  void RunChunks(uint64_t generation);
+  // The next unclaimed chunk of loop `generation`, or -1.
+  int64_t Claim(uint64_t generation);
 
   std::vector<std::thread> workers_;
   std::mutex mu_;                        // guards sleeping and waking
   std::condition_variable work_cv_;
-  std::atomic<uint64_t> generation_{0};  // bumped once per ParallelFor (release)
-  std::atomic<int> pending_{0};          // workers still running the current loop
+  std::atomic<uint64_t> generation_{0};  // bumped once per ParallelFor (release): wakes the workers
+  // (generation mod 2^32) << 32 | chunks << 16 | next chunk: claimed by compare-and-swap, so a
+  // worker that wakes after its loop has moved on claims nothing.
+  std::atomic<uint64_t> claim_{0};
+  std::atomic<int64_t> done_{0};         // chunks finished in the current loop
   std::atomic<int> sleepers_{0};         // workers blocked on work_cv_
   std::atomic<bool> stop_{false};
-  const std::function<void(int64_t, int64_t)>* fn_ = nullptr;  // published by generation_
-  int64_t n_ = 0;
+  // The current loop, published by claim_ (a chunk claimed means they are the loop's until done_).
+  const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
+  int64_t n_ = 0, chunks_ = 0;
 };
 
 // Runs fn over [0, n) on `pool`, or inline when pool is null or n is small.

@@ -3,6 +3,7 @@
 #include "kernels/cpu/thread_pool.h"
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -52,11 +53,30 @@ TEST(ThreadPoolTest, WorkRunsOnSeveralThreads) {
   ThreadPool pool(3);
   std::mutex mu;
   std::set<std::thread::id> ids;
+  // Chunks slow enough that the workers wake before the caller has claimed them all (the caller
+  // takes every chunk of a loop that ends before they wake).
   ParallelFor(&pool, 3000, [&](int64_t, int64_t) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
     std::lock_guard<std::mutex> lock(mu);
     ids.insert(std::this_thread::get_id());
   });
   EXPECT_GE(ids.size(), 2u);
+}
+
+TEST(ThreadPoolTest, TheCallerTakesOverAStalledWorkersShare) {
+  // The worker stalls in every block it gets (as when the machine is loaded and it is not running):
+  // the caller claims the remaining blocks itself, well over the half a fixed split would give it.
+  ThreadPool pool(2);
+  const int64_t n = 64;
+  const std::thread::id caller = std::this_thread::get_id();
+  std::atomic<int64_t> by_caller{0}, total{0};
+  ParallelFor(&pool, n, [&](int64_t begin, int64_t end) {
+    if (std::this_thread::get_id() != caller) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    if (std::this_thread::get_id() == caller) by_caller += end - begin;
+    total += end - begin;
+  });
+  EXPECT_EQ(total.load(), n);
+  EXPECT_GT(by_caller.load(), n / 2);
 }
 
 TEST(ThreadPoolTest, ReusableManyTimes) {
