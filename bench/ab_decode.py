@@ -1,0 +1,60 @@
+#!/usr/bin/python3
+"""A/B decode throughput of two builds on the same checkpoint, interleaved (A B A B ...), medians.
+
+For changes to the CPU decode path: the machine is shared and noisy, so both binaries run in the same
+script, alternating, and the result is the ratio of medians. Exports the ~10M-parameter gated DeltaNet
+of bench/decode_bench.py (F32 and BF16) unless --model is given.
+
+    /usr/bin/python3 bench/ab_decode.py --a OLD/build/bench/decode_bench --b build/bench/decode_bench \\
+        [--batches 1 32] [--threads 2] [--steps 128] [--rounds 7]
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests", "reference"))
+
+
+def rate(binary, model_dir, batch, steps, threads):
+    out = subprocess.run([binary, "--model", model_dir, "--batch", str(batch), "--steps", str(steps),
+                          "--threads", str(threads)], check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])["tokens_per_s"]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--a", required=True, help="baseline decode_bench binary")
+    ap.add_argument("--b", required=True, help="candidate decode_bench binary")
+    ap.add_argument("--model", action="append", help="model directory (repeatable); default: export F32 and BF16")
+    ap.add_argument("--batches", type=int, nargs="+", default=[1, 32])
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=128)
+    ap.add_argument("--rounds", type=int, default=7)
+    a = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        models = a.model
+        if not models:
+            from export_fixtures import export_bench_model
+            models = [os.path.join(tmp, "f32"), os.path.join(tmp, "bf16")]
+            export_bench_model(models[0], "f32")
+            export_bench_model(models[1], "bf16")
+        print("| model | batch | A tok/s | B tok/s | B/A |")
+        print("|---|---|---|---|---|")
+        for model in models:
+            for batch in a.batches:
+                ra, rb = [], []
+                for _ in range(a.rounds):
+                    ra.append(rate(a.a, model, batch, a.steps, a.threads))
+                    rb.append(rate(a.b, model, batch, a.steps, a.threads))
+                ma, mb = statistics.median(ra), statistics.median(rb)
+                print("| %s | %d | %.0f | %.0f | %.2f |" % (os.path.basename(model), batch, ma, mb, mb / ma), flush=True)
+    print("\nmedians of %d interleaved rounds, %d threads, %d steps" % (a.rounds, a.threads, a.steps))
+
+
+if __name__ == "__main__":
+    main()
