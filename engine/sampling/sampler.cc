@@ -290,9 +290,10 @@ SampledToken Sampler::Sample(std::span<const float> logits, std::span<const int3
   }
   ++output_counts_[id];
 
-  // Log-softmax of the raw logits (max-shifted; NaN counts as −inf).
   SampledToken out;
   out.id = id;
+  if (params_.logprobs == 0) return out;  // nobody reads it: skip the pass over the vocabulary
+  // Log-softmax of the raw logits (max-shifted; NaN counts as −inf).
   const float max_raw = MaxOf(logits);
   const double lse = max_raw > kNegInf ? max_raw + std::log(SumExp(logits, max_raw, scratch_)) : 0.0;
   const auto logprob = [&](int32_t i) {

@@ -28,7 +28,7 @@ struct SamplingParams {
   float frequency_penalty = 0.0f;    // [-2, 2]: subtracted per occurrence in the output
   std::vector<std::pair<int32_t, float>> logit_bias;  // added to the logits first
   std::optional<uint64_t> seed;      // reproducible draws
-  int logprobs = 0;                  // top-n logprobs to report per token, 0..20
+  int logprobs = 0;                  // top-n logprobs to report per token, 0..20 (0: no log-softmax at all)
 };
 
 // One id with its log-probability.
@@ -40,7 +40,9 @@ struct TokenLogprob {
 // The sampled token and, when requested, the most likely alternatives.
 struct SampledToken {
   int32_t id = 0;
-  float logprob = 0.0f;              // of `id` under the model's raw distribution (log-softmax of the logits, as vLLM's default)
+  // Of `id` under the model's raw distribution (log-softmax of the logits, as vLLM's default); only
+  // computed when logprobs > 0 (the front ends report none otherwise), else 0.
+  float logprob = 0.0f;
   std::vector<TokenLogprob> top;     // the `logprobs` most likely ids, descending (empty when logprobs = 0)
 };
 

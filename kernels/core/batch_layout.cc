@@ -1,9 +1,11 @@
 #include "kernels/core/batch_layout.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "kernels/core/tensor_data.h"
 #include "kernels/core/validate.h"
 
 namespace mcserve::kernels {
@@ -25,20 +27,24 @@ absl::Status ValidateBatchLayout(const BatchLayout& layout, int64_t rows, int64_
                                                    slots.DebugString(), " on different devices"));
   }
   if (cu.device() != Device::kCpu) return absl::OkStatus();  // no copy back: checked on the device side
-  MCSERVE_ASSIGN_OR_RETURN(std::vector<int32_t> c, cu.ToHostI32());
-  MCSERVE_ASSIGN_OR_RETURN(std::vector<int32_t> s, slots.ToHostI32());
-  if (c.front() != 0 || c.back() != rows) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("batch layout covers rows [", c.front(), ", ", c.back(), ") of ", rows));
+  // Read in place (host memory): the check runs on every op of every step and allocates nothing
+  // for batches of up to kQuadraticSlotCheck sequences.
+  const int64_t batch = slots.dim(0);
+  const int32_t* c = Data<int32_t>(cu);
+  const int32_t* s = Data<int32_t>(slots);
+  if (c[0] != 0 || c[batch] != rows) {
+    return absl::InvalidArgumentError(absl::StrCat("batch layout covers rows [", c[0], ", ", c[batch], ") of ", rows));
   }
-  std::vector<bool> used(num_slots, false);
-  for (size_t b = 0; b < s.size(); ++b) {
+  constexpr int64_t kQuadraticSlotCheck = 64;
+  std::vector<bool> used(batch > kQuadraticSlotCheck ? num_slots : 0, false);
+  for (int64_t b = 0; b < batch; ++b) {
     if (c[b + 1] < c[b]) return absl::InvalidArgumentError("batch layout: cu_seqlens decreases");
     if (s[b] < 0 || s[b] >= num_slots) {
       return absl::InvalidArgumentError(absl::StrCat("batch layout: slot ", s[b], " outside [0, ", num_slots, ")"));
     }
-    if (used[s[b]]) return absl::InvalidArgumentError(absl::StrCat("batch layout: slot ", s[b], " used twice"));
-    used[s[b]] = true;
+    const bool repeated = batch > kQuadraticSlotCheck ? used[s[b]] : std::find(s, s + b, s[b]) != s + b;
+    if (repeated) return absl::InvalidArgumentError(absl::StrCat("batch layout: slot ", s[b], " used twice"));
+    if (batch > kQuadraticSlotCheck) used[s[b]] = true;
   }
   return absl::OkStatus();
 }

@@ -9,12 +9,14 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
 #include "kernels/core/dtype.h"
 
 namespace mcserve::kernels {
 
-using Shape = std::vector<int64_t>;
+// Up to 6 dimensions inline: shapes are made and copied on every op of a step, without allocating.
+using Shape = absl::InlinedVector<int64_t, 6>;
 
 // Number of elements of a shape (1 for a rank-0 shape).
 int64_t NumElements(const Shape& shape);

@@ -2,6 +2,8 @@
 // (a test enforces it): they see tensor data only through explicit host copies.
 #pragma once
 
+#include <vector>
+
 #include "kernels/core/tensor.h"
 
 namespace mcserve::kernels {
@@ -16,6 +18,16 @@ T* Data(Tensor& t) {
 template <typename T>
 const T* Data(const Tensor& t) {
   return static_cast<const T*>(RawData(t));
+}
+
+// The elements of host tensor `t` as floats: its own data when it is F32, else widened into
+// `scratch` (resized; a caller's thread_local buffer keeps steady-state calls allocation-free).
+inline const float* F32View(const Tensor& t, std::vector<float>& scratch) {
+  if (t.dtype() == DType::kF32) return Data<float>(t);
+  auto widened = t.ToHostF32();
+  if (!widened.ok()) return nullptr;
+  scratch = *std::move(widened);
+  return scratch.data();
 }
 
 }  // namespace mcserve::kernels

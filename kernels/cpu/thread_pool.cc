@@ -87,13 +87,13 @@ void ThreadPool::WorkerLoop() {
   }
 }
 
-void ThreadPool::ParallelFor(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
+void ThreadPool::ParallelFor(int64_t n, absl::FunctionRef<void(int64_t, int64_t)> fn) {
   if (n <= 0) return;
   if (workers_.empty() || n == 1) {
     fn(0, n);
     return;
   }
-  fn_ = &fn;
+  fn_.emplace(fn);
   n_ = n;
   chunks_ = std::min<int64_t>({n, num_threads() * kChunksPerThread, 0xffff});
   done_.store(0, std::memory_order_relaxed);
@@ -116,7 +116,7 @@ void ThreadPool::ParallelFor(int64_t n, const std::function<void(int64_t, int64_
   }
 }
 
-void ParallelFor(ThreadPool* pool, int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
+void ParallelFor(ThreadPool* pool, int64_t n, absl::FunctionRef<void(int64_t, int64_t)> fn) {
   if (pool == nullptr || n <= 1) {
     if (n > 0) fn(0, n);
     return;

@@ -9,10 +9,12 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
-#include <functional>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
+
+#include "absl/functional/function_ref.h"
 
 namespace mcserve::kernels::cpu {
 
@@ -30,7 +32,7 @@ class ThreadPool {
   // Runs fn(begin, end) over a partition of [0, n) into contiguous blocks and waits for all. Which
   // thread runs which block is not fixed. Not reentrant: call from one thread at a time (the
   // engine's engine loop thread).
-  void ParallelFor(int64_t n, const std::function<void(int64_t, int64_t)>& fn);
+  void ParallelFor(int64_t n, absl::FunctionRef<void(int64_t, int64_t)> fn);
 
  private:
   void WorkerLoop();
@@ -52,11 +54,11 @@ class ThreadPool {
   std::atomic<int> sleepers_{0};         // workers blocked on work_cv_
   std::atomic<bool> stop_{false};
   // The current loop, published by claim_ (a chunk claimed means they are the loop's until done_).
-  const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
+  std::optional<absl::FunctionRef<void(int64_t, int64_t)>> fn_;
   int64_t n_ = 0, chunks_ = 0;
 };
 
 // Runs fn over [0, n) on `pool`, or inline when pool is null or n is small.
-void ParallelFor(ThreadPool* pool, int64_t n, const std::function<void(int64_t, int64_t)>& fn);
+void ParallelFor(ThreadPool* pool, int64_t n, absl::FunctionRef<void(int64_t, int64_t)> fn);
 
 }  // namespace mcserve::kernels::cpu

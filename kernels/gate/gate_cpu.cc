@@ -20,8 +20,10 @@ absl::Status GateCpu(const Context& ctx, const GateArgs& args) {
   float* out = Data<float>(*args.out);
   cpu::ThreadPool* pool = rows * n >= kMinParallelElements ? ctx.pool : nullptr;
   if (args.kind == GateKind::kSoftplusDecay) {
-    MCSERVE_ASSIGN_OR_RETURN(std::vector<float> a_log, args.a_log->ToHostF32());      // [H]
-    MCSERVE_ASSIGN_OR_RETURN(std::vector<float> dt_bias, args.dt_bias->ToHostF32());  // [H]
+    thread_local std::vector<float> a_log_widened, dt_bias_widened;
+    const float* a_log = F32View(*args.a_log, a_log_widened);        // [H]
+    const float* dt_bias = F32View(*args.dt_bias, dt_bias_widened);  // [H]
+    if (a_log == nullptr || dt_bias == nullptr) return absl::InvalidArgumentError("Gate: a_log/dt_bias not readable");
     cpu::ParallelFor(pool, rows, [&](int64_t begin, int64_t end) {
       for (int64_t t = begin; t < end; ++t) {
         for (int64_t h = 0; h < n; ++h) {

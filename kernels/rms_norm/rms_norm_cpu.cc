@@ -17,7 +17,9 @@ constexpr int64_t kMinParallelElements = 1 << 16;
 absl::Status RmsNormCpu(const Context& ctx, const RmsNormArgs& args) {
   const int64_t rows = args.x->dim(0), n = args.x->dim(1);
   if (rows == 0 || n == 0) return absl::OkStatus();
-  MCSERVE_ASSIGN_OR_RETURN(std::vector<float> w, args.weight->ToHostF32());  // [n], widened once
+  thread_local std::vector<float> widened;
+  const float* w = F32View(*args.weight, widened);  // [n]
+  if (w == nullptr) return absl::InvalidArgumentError("RmsNorm: weight not readable as F32");
   const float* x = Data<float>(*args.x);
   const float* g = args.gate != nullptr ? Data<float>(*args.gate) : nullptr;
   float* out = Data<float>(*args.out);
@@ -27,7 +29,7 @@ absl::Status RmsNormCpu(const Context& ctx, const RmsNormArgs& args) {
     for (int64_t r = begin; r < end; ++r) {
       const float* xr = x + r * n;
       const float inv = rms_norm_math::InvRms(xr, n, eps);
-      rms_norm_math::NormalizeRow(xr, w.data(), g != nullptr ? g + r * n : nullptr, n, inv, out + r * n);
+      rms_norm_math::NormalizeRow(xr, w, g != nullptr ? g + r * n : nullptr, n, inv, out + r * n);
     }
   });
   return absl::OkStatus();

@@ -301,6 +301,12 @@ TEST(SamplerTest, LogprobsAreTheRawLogSoftmax) {
   p.logprobs = 0;
   Sampler none = Make(p, vocab);
   EXPECT_TRUE(none.Sample(logits).top.empty());
+  // Without logprobs nothing is reported, so the log-softmax is skipped: logprob stays 0.
+  p.logprobs = 0;
+  Sampler quiet = Make(p, vocab);
+  SampledToken t = quiet.Sample(logits);
+  EXPECT_EQ(t.logprob, 0.0f);
+  EXPECT_TRUE(t.top.empty());
 }
 
 TEST(SamplerTest, InvalidParametersNameTheParameter) {
