@@ -23,7 +23,32 @@ absl::StatusOr<bool> WrapPos(const ArmtConfig& a, const WeightBinder& w) {
   return !shape.empty() && shape[0] == a.n_positions + a.num_mem_tokens;
 }
 
+// `alias` equals `canonical` in shape and value.
+absl::Status CheckEqual(const WeightStore& store, const std::string& alias, const std::string& canonical) {
+  const absl::Status differ = absl::InvalidArgumentError(
+      absl::StrCat("armt: ", alias, " must equal ", canonical, " (tied / aliased) in ", store.FileOf(alias)));
+  if (!store.Has(canonical)) return differ;
+  MCSERVE_ASSIGN_OR_RETURN(Tensor a, store.Get(alias));
+  MCSERVE_ASSIGN_OR_RETURN(Tensor c, store.Get(canonical));
+  if (a.shape() != c.shape()) return differ;
+  MCSERVE_ASSIGN_OR_RETURN(std::vector<float> av, a.ToHostF32());
+  MCSERVE_ASSIGN_OR_RETURN(std::vector<float> cv, c.ToHostF32());
+  return av == cv ? absl::OkStatus() : differ;
+}
+
 }  // namespace
+
+absl::Status CheckArmtAliases(const WeightStore& store) {
+  constexpr std::string_view kLayers = "memory_cell.layers.";
+  for (const std::string& name : store.Names()) {
+    if (name == "memory_cell.model.lm_head.weight") {
+      MCSERVE_RETURN_IF_ERROR(CheckEqual(store, name, absl::StrCat(kPrefix, "wte.weight")));
+    } else if (name.starts_with(kLayers)) {
+      MCSERVE_RETURN_IF_ERROR(CheckEqual(store, name, absl::StrCat(kPrefix, "h.", name.substr(kLayers.size()))));
+    }
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<ArmtStack> ArmtStack::Bind(const ModelConfig& c, const WeightBinder& w) {
   const ArmtConfig& a = c.armt;

@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/model/model_config.h"
+#include "engine/model/weights.h"
 #include "engine/runner/armt_layer.h"
 #include "engine/runner/state_pool.h"
 #include "engine/runner/weight_binder.h"
@@ -28,6 +29,11 @@ struct ArmtHostRows {
   std::vector<int32_t> ids, positions, cu = {0}, slots, cached;
   std::vector<int32_t> close_rows, close_cu = {0}, close_slots, close_first;
 };
+
+// The official state_dict's aliases, when stored: `memory_cell.model.lm_head.weight` must equal wte
+// (tied) and every `memory_cell.layers.{i}.<rest>` its `memory_cell.model.transformer.h.{i}.<rest>`;
+// InvalidArgument naming both otherwise. Aliases are never bound (nor counted as parameters).
+absl::Status CheckArmtAliases(const WeightStore& store);
 
 class ArmtStack {
  public:

@@ -90,7 +90,7 @@ absl::Status Model::BindWeights(WeightBinder& w) {
     embeddings_ = armt_->token_embeddings();
     lm_head_ = embeddings_;
     MCSERVE_ASSIGN_OR_RETURN(final_norm_, Norm::BindLayerNorm(w, "memory_cell.model.transformer.ln_f.", h));
-    return absl::OkStatus();
+    return CheckArmtAliases(*weights_);
   }
   MCSERVE_ASSIGN_OR_RETURN(embeddings_, w.Matrix(gam ? GamEmbeddingName(w) : "model.embeddings.weight",
                                                  {c.vocab_size, h}));

@@ -5,10 +5,12 @@
 // different lengths equal to each alone, close chunks batched with other slots' content, and the
 // refusals (a chunk past the open segment, a close of a non-full segment, Memory Caching).
 #include <algorithm>
+#include <filesystem>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "engine/model/weights.h"
 #include "engine/runner/model.h"
 #include "fixture_util.h"
 #include "gtest/gtest.h"
@@ -209,6 +211,45 @@ TEST(ArmtModelTest, ForwardRefusesChunksPastTheSegmentAndEarlyCloses) {
   EXPECT_TRUE(m->Forward({&early, 1}, *pool).ok());
   EXPECT_EQ(m->SegmentTokensLeft(*pool, 0), 6);
   EXPECT_EQ(pool->closed_segments(0), 1);
+}
+
+// A copy of the armt fixture in `dir` with the official state_dict's aliases added: lm_head (= wte, or
+// wte with one element changed when `break_head`) and layer 1's `memory_cell.layers.1.W_mq.weight`.
+void WriteWithAliases(const std::string& dir, bool break_head) {
+  for (const char* f : {"config.json", "tokenizer.model"}) {
+    std::filesystem::copy_file(FixtureDir("armt") + "/" + f, dir + "/" + f);
+  }
+  auto store = WeightStore::Open(FixtureDir("armt"));
+  ASSERT_TRUE(store.ok()) << store.status();
+  std::vector<testing::TensorBytes> tensors;
+  auto add = [&](const std::string& name, const std::string& from, bool change) {
+    kernels::Tensor t = *(*store)->Get(from);
+    std::vector<float> v = *t.ToHostF32();
+    if (change) v[3] += 0.5f;
+    tensors.push_back({name, "F32", t.shape(), testing::F32Bytes(v)});
+  };
+  for (const std::string& name : (*store)->Names()) add(name, name, false);
+  add("memory_cell.model.lm_head.weight", "memory_cell.model.transformer.wte.weight", break_head);
+  add("memory_cell.layers.1.W_mq.weight", "memory_cell.model.transformer.h.1.W_mq.weight", false);
+  testing::WriteFile(dir + "/model.safetensors", testing::BuildSafetensors(tensors));
+}
+
+TEST(ArmtModelTest, AliasesMustEqualTheirTensor) {
+  const std::string base = ::testing::TempDir() + "/armt_aliases";
+  for (bool broken : {false, true}) {
+    const std::string dir = base + (broken ? "_broken" : "_ok");
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    WriteWithAliases(dir, broken);
+    auto m = Model::Load(dir, {.num_threads = 1});
+    if (!broken) {
+      ASSERT_TRUE(m.ok()) << m.status();
+      EXPECT_EQ((*m)->num_parameters(), 24194);  // aliases are not parameters
+    } else {
+      EXPECT_TRUE(HasError(m.status(), absl::StatusCode::kInvalidArgument,
+                           {"memory_cell.model.lm_head.weight", "must equal", "wte.weight"}));
+    }
+  }
 }
 
 TEST(ArmtModelTest, MemoryCachingIsRefusedNamingIt) {
