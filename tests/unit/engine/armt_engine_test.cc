@@ -3,6 +3,9 @@
 // segment closes batched beside other requests' decodes (a recording runner sees the batches);
 // prefix reuse resumes right after a segment close and gives bit-identical tokens and log-probs; a
 // 64-request mixed workload (sampled, aborted, prefix hits) leaks no slot or page.
+#include <algorithm>
+#include <bit>
+#include <cmath>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -133,6 +136,34 @@ TEST(ArmtEngineTest, GreedyIdsMatchTheReference) {
     auto handle = s.engine->Submit(spec);
     ASSERT_TRUE(handle.ok()) << handle.status();
     EXPECT_EQ(Drain(**handle).tokens, g.greedy_ids) << name;
+  }
+}
+
+TEST(ArmtEngineTest, PromptLogprobsAcrossClosesMatchTheReference) {
+  Served s = Serve("armt", 2, 5);  // prefill chunks of at most 5 tokens, closes between segments of 6
+  const ::mcserve::testing::Golden g = LoadGolden("armt");
+  RequestSpec spec;
+  spec.prompt = g.prompt_ids;
+  spec.prompt_logprobs = true;
+  spec.sampling.temperature = 0.0f;
+  spec.stop.max_tokens = 1;
+  auto handle = s.engine->Submit(spec);
+  ASSERT_TRUE(handle.ok()) << handle.status();
+  std::vector<float> scored;
+  while (true) {
+    auto event = (*handle)->Next(absl::Seconds(120));
+    ASSERT_TRUE(event.ok());
+    if (!event->prompt_logprobs.empty()) scored = event->prompt_logprobs;
+    if (event->is_final()) break;
+  }
+  ASSERT_EQ(scored.size(), g.prompt_ids.size() - 1);
+  for (size_t i = 1; i < g.prompt_ids.size(); ++i) {  // log p(prompt[i] | prompt[<i]) from row i − 1
+    const float* row = g.logits.data() + (i - 1) * g.vocab;
+    double m = row[0], z = 0;
+    for (int64_t v = 0; v < g.vocab; ++v) m = std::max(m, double(row[v]));
+    for (int64_t v = 0; v < g.vocab; ++v) z += std::exp(row[v] - m);
+    const double want = row[g.prompt_ids[i]] - m - std::log(z);
+    EXPECT_NEAR(scored[i - 1], want, 1e-4 * (1 + std::abs(want))) << "prompt token " << i;
   }
 }
 
