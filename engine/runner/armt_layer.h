@@ -44,9 +44,13 @@ class ArmtLayer {
   absl::Status Run(const kernels::Context& ctx, const ArmtRows& rows, LayerState& state, kernels::Tensor& h) const;
 
  private:
+  // h [T, D] += φ(h W_mqᵀ) A / (φ(h W_mqᵀ)·z + eps), every row with its slot's pre-write memory.
   absl::Status Read(const kernels::Context& ctx, const ArmtRows& rows, LayerState& state, kernels::Tensor& h) const;
+  // h [T, D] += c_proj(attention(LN_1(h))) over the slots' KV caches (the rows appended to them).
   absl::Status Attend(const kernels::Context& ctx, const ArmtRows& rows, LayerState& state, kernels::Tensor& h) const;
+  // h [T, D] += c_proj(gelu_tanh(c_fc(LN_2(h)))).
   absl::Status Mlp(const kernels::Context& ctx, kernels::Tensor& h) const;
+  // Writes the close rows' outputs O = h[close_rows] [Mc, D] into their slots' A, z (parallel form).
   absl::Status Write(const kernels::Context& ctx, const ArmtRows& rows, LayerState& state,
                      const kernels::Tensor& h) const;
 
