@@ -564,6 +564,20 @@ def _evaluate_armt(config, tensors, prompt_ids):
     return logits, greedy, margins
 
 
+def _write_armt_state(config, tensors, prompt_ids, d):
+    """golden_state.safetensors of an armt fixture: A [closes, L, F, D] and z [closes, L, F] after each of
+    the (T - 1) // S segment closes the T-token prompt causes (lazy: a segment closes when the next token
+    needs position S), from the wrapper's forward in float64, stored F32."""
+    m = ArmtLM(config, tensors, dtype=torch.float64)
+    snaps = []
+    m.forward(prompt_ids, snapshots=snaps)
+    closes = (len(prompt_ids) - 1) // m.S
+    A = np.stack([np.stack([a.numpy() for a in snaps[k][0]]) for k in range(closes)]).astype(np.float32)
+    z = np.stack([np.stack([v.numpy() for v in snaps[k][1]]) for k in range(closes)]).astype(np.float32)
+    st.save_file({"A": st.make_tensor(A, "F32"), "z": st.make_tensor(z, "F32")},
+                 os.path.join(d, "golden_state.safetensors"))
+
+
 def _candidate(config, opts, seed, dtype):
     """(file tensors, logits, greedy ids, margins) of the fixture drawn with `seed`."""
     if opts.get("armt"):
@@ -634,6 +648,9 @@ def build_fixture(name, out_root=MODELS):
         "seed": seed,
         "min_greedy_margin": round(min(margins), 6),
     }
+    if opts.get("armt"):
+        _write_armt_state(config, tensors, prompt_ids, d)
+        golden["armt_state"] = "golden_state.safetensors: every layer's (A, z) after each segment close the prompt causes"
     if config.get("memory_caching") is not None:
         golden["memory_caching"] = "on (config.json memory_caching); logits and greedy ids are computed with MC"
     with open(os.path.join(d, "golden.json"), "w") as f:

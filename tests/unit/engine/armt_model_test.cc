@@ -1,7 +1,7 @@
 // The served armt family on its fixtures (armt: S 6, M 2, γ-correction; armt_wrap: S 5, M 3,
 // wrap_pos, no correction, 3 heads): the parameter count at load (the reference's formula), parity
 // with the reference's golden logits of every content token for prompt lengths S−1, S, S+1 and
-// 3S+17, chunk invariance (chunk sizes 1, 7, S, 3S: the same logits and state), a batch of
+// 3S+17 and with its (A, z) after every close, chunk invariance (chunk sizes 1, 7, S, 3S: the same logits and state), a batch of
 // different lengths equal to each alone, close chunks batched with other slots' content, and the
 // refusals (a chunk past the open segment, a close of a non-full segment, Memory Caching).
 #include <algorithm>
@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/model/safetensors.h"
 #include "engine/model/weights.h"
 #include "engine/runner/model.h"
 #include "fixture_util.h"
@@ -112,6 +113,40 @@ TEST(ArmtModelTest, ParityWithTheReferenceForSeveralPromptLengths) {
       const std::vector<float> got = RunChunked(*m, *pool, 0, std::span(g.prompt_ids).first(len), len);
       const std::vector<float> want(g.logits.begin(), g.logits.begin() + len * g.vocab);
       EXPECT_LE(RelativeError(got, want), 1e-4) << name << " prompt length " << len;
+    }
+  }
+}
+
+// After each segment close the golden prompt causes, every layer's A and z equal the reference's
+// (golden_state.safetensors: A [closes, L, F, D], z [closes, L, F]).
+TEST(ArmtModelTest, MemoryAfterEveryCloseMatchesTheReference) {
+  for (const char* name : kFixtures) {
+    auto m = LoadArmt(name);
+    ASSERT_NE(m, nullptr);
+    auto file = SafetensorsFile::Open(FixtureDir(name) + "/golden_state.safetensors");
+    ASSERT_TRUE(file.ok()) << file.status();
+    const std::vector<float> a = ::mcserve::testing::ReadEntry<float>(**file, "A");
+    const std::vector<float> z = ::mcserve::testing::ReadEntry<float>(**file, "z");
+    const ModelConfig& c = m->config();
+    const int layers = static_cast<int>(c.num_hidden_layers);
+    const int64_t f = c.armt.feat_dim, d = c.hidden_size, s = c.armt.segment_size;
+    const std::vector<int32_t> ids = LoadGolden(name).prompt_ids;
+    const int64_t closes = (static_cast<int64_t>(ids.size()) - 1) / s;
+    ASSERT_EQ(static_cast<int64_t>(a.size()), closes * layers * f * d);
+    auto pool = m->NewStatePool(1);
+    ASSERT_TRUE(pool.ok());
+    for (int64_t k = 1; k <= closes; ++k) {  // the k-th segment, then its close
+      RunChunked(*m, *pool, 0, std::span(ids).subspan((k - 1) * s, s), 4);
+      SequenceChunk close{.slot = 0, .close_segment = true};
+      ASSERT_TRUE(m->Forward({&close, 1}, *pool).ok());
+      std::vector<float> want;  // per layer A then z, as MemoryState
+      for (int l = 0; l < layers; ++l) {
+        const auto ab = a.begin() + ((k - 1) * layers + l) * f * d;
+        const auto zb = z.begin() + ((k - 1) * layers + l) * f;
+        want.insert(want.end(), ab, ab + f * d);
+        want.insert(want.end(), zb, zb + f);
+      }
+      EXPECT_LE(RelativeError(MemoryState(*pool, layers, 0), want), 1e-4) << name << " after close " << k;
     }
   }
 }
