@@ -227,6 +227,12 @@ TEST(ArmtEngineTest, PrefixReuseResumesBitIdentically) {
   for (size_t i = 0; i < fresh.logprobs.size(); ++i) {
     EXPECT_EQ(std::bit_cast<uint32_t>(resumed.logprobs[i]), std::bit_cast<uint32_t>(fresh.logprobs[i])) << i;
   }
+  // A snapshot holds every layer's A [F, D] and z [F] only: the open segment's KV (scratch) is not copied.
+  const ModelConfig& c = s.model->config();
+  const int64_t snapshot_bytes = c.num_hidden_layers * (c.armt.feat_dim * c.hidden_size + c.armt.feat_dim) * 4;
+  const RunnerStats stats = s.engine->Stats().runner;  // as of the last finish
+  EXPECT_EQ(stats.prefix_cache_entries, 2);
+  EXPECT_EQ(stats.prefix_cache_bytes, 2 * snapshot_bytes);
   s.engine->Shutdown();
   EXPECT_TRUE(s.runner->inner().SanityCheck().ok());
 }
