@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
 #include "engine/model/config_reader.h"
+#include "engine/model/read_armt_config.h"
 #include "engine/model/read_gam_config.h"
 #include "engine/model/read_hope_config.h"
 #include "nlohmann/json.hpp"
@@ -21,7 +22,7 @@ namespace {
 
 using nlohmann::json;
 
-constexpr const char* kSupportedTypes = "linear_attn, gla, delta_net, gated_deltanet, swla, titans, dla, lattice, hope, gam";
+constexpr const char* kSupportedTypes = "linear_attn, gla, delta_net, gated_deltanet, swla, titans, dla, lattice, hope, gam, armt";
 
 absl::StatusOr<ModelFamily> FamilyOf(const std::string& type, const ConfigReader& r) {
   if (type == "linear_attn") return ModelFamily::kLinearAttn;
@@ -34,6 +35,7 @@ absl::StatusOr<ModelFamily> FamilyOf(const std::string& type, const ConfigReader
   if (type == "lattice") return ModelFamily::kLattice;
   if (type == "hope") return ModelFamily::kHope;
   if (type == "gam") return ModelFamily::kGam;
+  if (type == "armt") return ModelFamily::kArmt;
   return r.Error(absl::StrCat("unsupported model_type \"", type, "\" (supported: ", kSupportedTypes, ")"));
 }
 
@@ -341,6 +343,14 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const
     MCSERVE_RETURN_IF_ERROR(ReadGamConfig(r, c));
     return c;
   }
+  // armt keeps HF GPT-2's and the official ARMT code's field names: its own strict reader.
+  if (r.HasValue("model_type") && j.at("model_type") == "armt") {
+    ModelConfig c;
+    c.model_type = "armt";
+    c.family = ModelFamily::kArmt;
+    MCSERVE_RETURN_IF_ERROR(ReadArmtConfig(r, c));
+    return c;
+  }
   // Old, non-fla schemas that reuse a model_type (e.g. bailin28/gla-1B-100B).
   if (!r.Has("hidden_size")) {
     for (const char* legacy : {"d_model", "n_head", "n_layer", "n_embd"}) {
@@ -381,7 +391,8 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const
     case ModelFamily::kDla: MCSERVE_RETURN_IF_ERROR(ReadHeadDimFamily(r, c)); break;
     case ModelFamily::kLattice: MCSERVE_RETURN_IF_ERROR(ReadLattice(r, c)); break;
     case ModelFamily::kHope: MCSERVE_RETURN_IF_ERROR(ReadHopeConfig(r, c)); break;
-    case ModelFamily::kGam: break;  // read above
+    case ModelFamily::kGam:
+    case ModelFamily::kArmt: break;  // read above
   }
   if (c.use_short_conv) MCSERVE_RETURN_IF_ERROR(r.Positive("conv_size", c.conv_size));
   return c;

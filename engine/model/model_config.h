@@ -1,5 +1,5 @@
 // ModelConfig: the resolved hyperparameters of a model directory's config.json, for every family
-// mcserve runs (fla's linear_attn, gla, delta_net, gated_deltanet; mcserve's swla, titans, dla, lattice, hope; the published gam).
+// mcserve runs (fla's linear_attn, gla, delta_net, gated_deltanet; mcserve's swla, titans, dla, lattice, hope; the published gam and armt).
 // Defaults are fla's; legacy keys are accepted (specs/checkpoints.md §1.11). Immutable after load.
 #pragma once
 
@@ -8,12 +8,13 @@
 
 #include "absl/status/statusor.h"
 #include "engine/mc/mc_config.h"
+#include "engine/model/armt_config.h"
 #include "engine/model/gam_config.h"
 #include "engine/model/hope_config.h"
 
 namespace mcserve::engine {
 
-enum class ModelFamily { kLinearAttn, kGla, kDeltaNet, kGatedDeltaNet, kSwla, kTitans, kDla, kLattice, kHope, kGam };
+enum class ModelFamily { kLinearAttn, kGla, kDeltaNet, kGatedDeltaNet, kSwla, kTitans, kDla, kLattice, kHope, kGam, kArmt };
 
 // Lattice's recurrence variant (config `lattice_variant`): decoding, encoding or similarity loss.
 enum class LatticeVariant { kDec, kEnc, kSim };
@@ -100,6 +101,8 @@ struct ModelConfig {
   HopeConfig hope;
   // gam only (learned positions, LayerNorm, memory bank; docs/model-format.md `gam`).
   GamConfig gam;
+  // armt only (GPT-2 over segments with a per-layer associative memory; docs/model-format.md `armt`).
+  ArmtConfig armt;
 
   // The most positions a sequence may reach (block_size for gam without position clamping); 0 = no limit.
   int64_t max_positions() const {

@@ -16,6 +16,7 @@ absl::StatusOr<std::unique_ptr<Mixer>> MakeMixer(const ModelConfig& config, cons
     case ModelFamily::kLattice: return MakeLatticeMixer(config, weights, layer);
     case ModelFamily::kHope: return MakeHopeMixer(config, weights, layer);
     case ModelFamily::kGam: return MakeGamMixer(config, weights, layer);
+    case ModelFamily::kArmt: break;  // no mixer: ArmtStack runs the whole block (armt_stack.h)
   }
   return absl::InternalError("unknown model family");
 }

@@ -1,5 +1,8 @@
 #include "engine/runner/model.h"
 
+#include <algorithm>
+#include <limits>
+
 #include "absl/strings/str_cat.h"
 #include "engine/runner/feed_forward.h"
 #include "engine/runner/mixer_ops.h"
@@ -31,9 +34,15 @@ absl::Status CheckGamTiedHead(std::shared_ptr<const WeightStore> store, const Te
   return absl::OkStatus();
 }
 
-// Memory Caching caches a recurrent memory; gam has none.
+// Memory Caching caches a recurrent memory; gam has none, and armt's is written once per segment.
 absl::Status RefuseMemoryCaching(const ModelConfig& c, const ModelOptions& options) {
-  if (c.family != ModelFamily::kGam || (options.mc_overrides.empty() && !c.memory_caching)) return absl::OkStatus();
+  if (options.mc_overrides.empty() && !c.memory_caching) return absl::OkStatus();
+  if (c.family == ModelFamily::kArmt) {
+    return absl::UnimplementedError(
+        "armt: Memory Caching (memory_caching, --mc-* overrides) is not supported: ARMT's associative memory is "
+        "written once per segment close");
+  }
+  if (c.family != ModelFamily::kGam) return absl::OkStatus();
   return absl::UnimplementedError(
       "gam: Memory Caching (memory_caching, --mc-* overrides) does not apply to this family: it has no recurrent "
       "memory to cache");
@@ -76,6 +85,13 @@ absl::Status Model::BindWeights(WeightBinder& w) {
   const ModelConfig& c = config_;
   const int64_t h = c.hidden_size;
   const bool gam = c.family == ModelFamily::kGam;
+  if (c.family == ModelFamily::kArmt) {  // GPT-2 blocks with the associative memory: ArmtStack
+    MCSERVE_ASSIGN_OR_RETURN(armt_, ArmtStack::Bind(c, w));
+    embeddings_ = armt_->token_embeddings();
+    lm_head_ = embeddings_;
+    MCSERVE_ASSIGN_OR_RETURN(final_norm_, Norm::BindLayerNorm(w, "memory_cell.model.transformer.ln_f.", h));
+    return CheckArmtAliases(*weights_);
+  }
   MCSERVE_ASSIGN_OR_RETURN(embeddings_, w.Matrix(gam ? GamEmbeddingName(w) : "model.embeddings.weight",
                                                  {c.vocab_size, h}));
   if (gam) {
@@ -108,6 +124,7 @@ absl::Status Model::BindWeights(WeightBinder& w) {
 
 absl::StatusOr<StatePool> Model::NewStatePool(int num_slots, const CheckpointStoreOptions& checkpoints) const {
   std::vector<std::vector<StateSpec>> specs;
+  if (armt_) specs = armt_->StateSpecs();
   for (const Block& b : blocks_) specs.push_back(b.mixer->StateSpecs());
   return StatePool::Create(specs, num_slots, ctx_.device, checkpoints);
 }
@@ -122,24 +139,45 @@ absl::Status Model::RunBlock(const Block& b, Tensor& h, const MixerBatch& batch,
   return RunFeedForward(ctx_, b.ffn, eps, h);
 }
 
+int64_t Model::SegmentTokensLeft(const StatePool& pool, int slot) const {
+  return armt_ ? armt_->TokensLeft(pool, slot) : std::numeric_limits<int64_t>::max();
+}
+
 absl::Status Model::CheckChunks(std::span<const SequenceChunk> chunks, const StatePool& pool) const {
   for (const SequenceChunk& c : chunks) {
-    if (c.tokens.empty()) return absl::InvalidArgumentError("Forward: empty token chunk");
+    if (c.slot < 0 || c.slot >= pool.num_slots()) {
+      return absl::InvalidArgumentError(absl::StrCat("Forward: slot ", c.slot, " outside [0, ", pool.num_slots(), ")"));
+    }
+    if (c.close_segment && !armt_) {
+      return absl::InvalidArgumentError(absl::StrCat(config_.model_type, ": no segments to close (close chunk)"));
+    }
+    if (c.tokens.empty() && !c.close_segment) return absl::InvalidArgumentError("Forward: empty token chunk");
     for (int32_t id : c.tokens) {
       if (id < 0 || id >= config_.vocab_size) {
         return absl::InvalidArgumentError(
             absl::StrCat("token id ", id, " is outside the vocabulary [0, ", config_.vocab_size, ")"));
       }
     }
-    if (positions_ && c.slot >= 0 && c.slot < pool.num_slots()) {
+    if (positions_) {
       MCSERVE_RETURN_IF_ERROR(positions_->Check(pool.position(c.slot), static_cast<int64_t>(c.tokens.size())));
     }
   }
-  return absl::OkStatus();
+  return armt_ ? armt_->CheckChunks(chunks, pool) : absl::OkStatus();
+}
+
+absl::StatusOr<Tensor> Model::RunArmt(std::span<const SequenceChunk> chunks, StatePool& pool) const {
+  std::vector<int32_t> slots;
+  for (const SequenceChunk& c : chunks) slots.push_back(c.slot);
+  std::sort(slots.begin(), slots.end());
+  if (std::adjacent_find(slots.begin(), slots.end()) != slots.end()) {
+    return absl::InvalidArgumentError("Forward: a slot appears twice in one batch");
+  }
+  return armt_->Forward(ctx_, chunks, pool);
 }
 
 absl::StatusOr<Tensor> Model::Forward(std::span<const SequenceChunk> chunks, StatePool& pool) const {
   MCSERVE_RETURN_IF_ERROR(CheckChunks(chunks, pool));
+  if (armt_) return ForwardArmt(chunks, pool);
   std::vector<int32_t> ids, cu = {0}, slots, logit_rows;
   for (const SequenceChunk& c : chunks) {
     const int32_t begin = cu.back();
@@ -148,11 +186,10 @@ absl::StatusOr<Tensor> Model::Forward(std::span<const SequenceChunk> chunks, Sta
     slots.push_back(c.slot);
     for (int32_t r = c.all_logits ? begin : cu.back() - 1; r < cu.back(); ++r) logit_rows.push_back(r);
   }
-  const int64_t t = ids.size(), rows = logit_rows.size();
+  const int64_t t = ids.size();
   MCSERVE_ASSIGN_OR_RETURN(Tensor ids_t, Tensor::FromHostI32(ids, {t}, ctx_.device));
   MCSERVE_ASSIGN_OR_RETURN(Tensor cu_t, Tensor::FromHostI32(cu, {static_cast<int64_t>(cu.size())}, ctx_.device));
   MCSERVE_ASSIGN_OR_RETURN(Tensor slots_t, Tensor::FromHostI32(slots, {static_cast<int64_t>(slots.size())}, ctx_.device));
-  MCSERVE_ASSIGN_OR_RETURN(Tensor rows_t, Tensor::FromHostI32(logit_rows, {rows}, ctx_.device));
   MixerBatch batch{.layout = {.cu_seqlens = &cu_t, .slot_ids = &slots_t}, .cu = cu, .slots = slots,
                    .checkpoints = &pool.checkpoints()};
   MCSERVE_RETURN_IF_ERROR(kernels::ValidateBatchLayout(batch.layout, t, pool.num_slots()));
@@ -165,7 +202,27 @@ absl::StatusOr<Tensor> Model::Forward(std::span<const SequenceChunk> chunks, Sta
     MCSERVE_RETURN_IF_ERROR(RunBlock(blocks_[i], h, batch, pool.layer(i)));
   }
   for (const SequenceChunk& c : chunks) pool.Advance(c.slot, static_cast<int64_t>(c.tokens.size()));
-  MCSERVE_ASSIGN_OR_RETURN(Tensor last, NewF32(ctx_, {rows, config_.hidden_size}));
+  return Logits(h, logit_rows);
+}
+
+absl::StatusOr<Tensor> Model::ForwardArmt(std::span<const SequenceChunk> chunks, StatePool& pool) const {
+  std::vector<int32_t> logit_rows;  // content chunks' rows only
+  int32_t end = 0;
+  for (const SequenceChunk& c : chunks) {
+    const int32_t n = c.close_segment ? static_cast<int32_t>(close_tokens()) : static_cast<int32_t>(c.tokens.size());
+    const int32_t begin = end;
+    end += n;
+    if (c.close_segment) continue;
+    for (int32_t r = c.all_logits ? begin : end - 1; r < end; ++r) logit_rows.push_back(r);
+  }
+  MCSERVE_ASSIGN_OR_RETURN(Tensor h, RunArmt(chunks, pool));  // [T, H]
+  return Logits(h, logit_rows);
+}
+
+absl::StatusOr<Tensor> Model::Logits(const Tensor& h, std::span<const int32_t> rows) const {
+  const int64_t n = static_cast<int64_t>(rows.size());
+  MCSERVE_ASSIGN_OR_RETURN(Tensor rows_t, Tensor::FromHostI32(rows, {n}, ctx_.device));
+  MCSERVE_ASSIGN_OR_RETURN(Tensor last, NewF32(ctx_, {n, config_.hidden_size}));
   MCSERVE_RETURN_IF_ERROR(kernels::GatherRows(ctx_, {.table = &h, .ids = &rows_t, .out = &last}));
   MCSERVE_RETURN_IF_ERROR(final_norm_.Apply(ctx_, last, config_.norm_eps, last));
   return Project(ctx_, last, lm_head_);

@@ -15,6 +15,7 @@
 #include "engine/model/model_config.h"
 #include "engine/model/tokenizer.h"
 #include "engine/model/weights.h"
+#include "engine/runner/armt_stack.h"
 #include "engine/runner/mixer.h"
 #include "engine/runner/norm.h"
 #include "engine/runner/position_table.h"
@@ -35,10 +36,13 @@ struct ModelOptions {
 // One slot's tokens in a step: run `tokens` (≥ 1) through slot `slot`'s state. The one type from
 // the engine's batch plan through ModelRunner::Step to Forward; plain value, the span points into
 // the request (its prompt or last sampled token).
+// A close chunk (close_segment, no tokens; armt only) closes the slot's full open segment: the
+// model runs its memory tokens against the segment and writes its memory (Model::close_tokens()).
 struct SequenceChunk {
   int slot = 0;
   std::span<const int32_t> tokens;
-  bool all_logits = false;  // logits for every token (else only the last)
+  bool all_logits = false;     // logits for every token (else only the last)
+  bool close_segment = false;  // a segment close (armt): no tokens, no logits
 };
 
 class Model {
@@ -57,8 +61,15 @@ class Model {
   // given tier budgets.
   absl::StatusOr<StatePool> NewStatePool(int num_slots, const CheckpointStoreOptions& checkpoints = {}) const;
 
+  // Content tokens `slot` may run before its open segment must be closed by a close chunk (armt:
+  // S − c, 0 = close first); every other family: no limit (INT64_MAX).
+  int64_t SegmentTokensLeft(const StatePool& pool, int slot) const;
+  // Tokens a close chunk runs (armt: num_mem_tokens); 0 for the families that never close.
+  int64_t close_tokens() const { return armt_ ? config_.armt.num_mem_tokens : 0; }
+
   // Runs the chunks (distinct slots) as one batch, updating their states. Returns logits
-  // [R, vocab] on the model's device: per chunk in order, every row if all_logits else the last.
+  // [R, vocab] on the model's device: per content chunk in order, every row if all_logits else the
+  // last; close chunks (armt) add no rows. An armt content chunk must fit in its slot's open segment.
   // Token ids outside the vocabulary, or (gam without position clamping) a token position ≥
   // block_size → InvalidArgument, before any state changes.
   absl::StatusOr<kernels::Tensor> Forward(std::span<const SequenceChunk> chunks, StatePool& pool) const;
@@ -70,6 +81,12 @@ class Model {
   absl::Status BindWeights(WeightBinder& w);
   // The chunks' token ids and positions checked (vocabulary, position limit).
   absl::Status CheckChunks(std::span<const SequenceChunk> chunks, const StatePool& pool) const;
+  // armt's Forward (after CheckChunks): logits of the content chunks' rows.
+  absl::StatusOr<kernels::Tensor> ForwardArmt(std::span<const SequenceChunk> chunks, StatePool& pool) const;
+  // logits [rows, vocab] = head(final_norm(h[rows])) for h [T, H].
+  absl::StatusOr<kernels::Tensor> Logits(const kernels::Tensor& h, std::span<const int32_t> rows) const;
+  // armt: the residual stream of every row (ArmtStack::Forward).
+  absl::StatusOr<kernels::Tensor> RunArmt(std::span<const SequenceChunk> chunks, StatePool& pool) const;
   absl::Status RunBlock(const Block& block, kernels::Tensor& h, const MixerBatch& batch, LayerState& state) const;
 
   ModelConfig config_;
@@ -79,6 +96,7 @@ class Model {
   kernels::Context ctx_;
   kernels::Tensor embeddings_;               // [vocab, H]
   std::optional<PositionTable> positions_;  // [block_size, H] (gam)
+  std::optional<ArmtStack> armt_;           // armt: inputs, positions and layers (no Blocks)
   std::vector<Block> blocks_;
   Norm final_norm_;                         // [H]
   kernels::Tensor lm_head_;                 // [vocab, H] (the embeddings when tied)

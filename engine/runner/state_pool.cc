@@ -29,11 +29,13 @@ absl::StatusOr<StatePool> StatePool::Create(const std::vector<std::vector<StateS
       MCSERVE_ASSIGN_OR_RETURN(Tensor t, Tensor::Zeros(kernels::DType::kF32, shape, device));
       pool.bytes_per_slot_ += t.nbytes() / num_slots;
       pool.layers_[l].tensors().emplace(spec.name, std::move(t));
+      if (spec.scratch) pool.layers_[l].MarkScratch(spec.name);
     }
   }
   pool.in_use_.assign(num_slots, false);
   pool.num_free_ = num_slots;
   pool.positions_.assign(num_slots, 0);
+  pool.closed_segments_.assign(num_slots, 0);
   pool.checkpoints_ = std::make_unique<CheckpointStore>(num_slots, static_cast<int>(layer_specs.size()), device,
                                                        checkpoints);
   return pool;
@@ -63,6 +65,7 @@ absl::Status StatePool::Reset(int slot) {
     for (auto& [name, tensor] : layer.tensors()) MCSERVE_RETURN_IF_ERROR(ZeroSlot(tensor, slot));
   }
   positions_[slot] = 0;
+  closed_segments_[slot] = 0;
   checkpoints_->Clear(slot);
   return absl::OkStatus();
 }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "engine/mc/checkpoint_store.h"
 #include "kernels/core/tensor.h"
@@ -19,6 +20,9 @@ namespace mcserve::engine {
 struct StateSpec {
   std::string name;
   kernels::Shape per_slot;  // shape of one slot's part, without the leading [num_slots]
+  // Scratch: per-slot working memory that is empty whenever the state is snapshotted (ARMT's
+  // open-segment KV cache, empty right after a segment close). Prefix-cache snapshots skip it.
+  bool scratch = false;
 };
 
 // The state tensors of one layer; each is [num_slots, ...per_slot] F32.
@@ -27,9 +31,13 @@ class LayerState {
   // The tensor registered under `name`; aborts if absent (a broken internal invariant).
   kernels::Tensor& at(const std::string& name);
   absl::flat_hash_map<std::string, kernels::Tensor>& tensors() { return tensors_; }
+  // Whether tensor `name` is scratch (StateSpec::scratch): never snapshotted or restored.
+  bool is_scratch(const std::string& name) const { return scratch_.contains(name); }
+  void MarkScratch(const std::string& name) { scratch_.insert(name); }
 
  private:
   absl::flat_hash_map<std::string, kernels::Tensor> tensors_;
+  absl::flat_hash_set<std::string> scratch_;
 };
 
 class StatePool {
@@ -58,12 +66,21 @@ class StatePool {
   // Tokens `slot` has processed since its last Reset.
   int64_t position(int slot) const { return positions_[slot]; }
   void Advance(int slot, int64_t tokens) { positions_[slot] += tokens; }
+  // Segments `slot` has closed since its last Reset (ARMT: the writes of its associative memory).
+  int64_t closed_segments(int slot) const { return closed_segments_[slot]; }
+  void CloseSegment(int slot) { ++closed_segments_[slot]; }
+  // Restores a slot's counters (a prefix-cache resume): `position` tokens run, `closed` segments.
+  void SetProgress(int slot, int64_t position, int64_t closed) {
+    positions_[slot] = position;
+    closed_segments_[slot] = closed;
+  }
   CheckpointStore& checkpoints() { return *checkpoints_; }
   const CheckpointStore& checkpoints() const { return *checkpoints_; }
 
  private:
   std::vector<LayerState> layers_;
   std::vector<int64_t> positions_;
+  std::vector<int64_t> closed_segments_;
   std::unique_ptr<CheckpointStore> checkpoints_;
   std::vector<bool> in_use_;  // [num_slots]
   int num_free_ = 0;

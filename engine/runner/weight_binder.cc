@@ -35,4 +35,21 @@ absl::StatusOr<Tensor> WeightBinder::Float(std::string_view name, const kernels:
   return Tensor::FromHost(host, shape, device_);
 }
 
+absl::StatusOr<Tensor> WeightBinder::Transposed(std::string_view name, const kernels::Shape& stored) const {
+  if (stored.size() != 2) return absl::InternalError("WeightBinder::Transposed takes a 2-d shape");
+  MCSERVE_ASSIGN_OR_RETURN(Tensor t, Stored(name, stored));
+  MCSERVE_ASSIGN_OR_RETURN(std::vector<float> host, t.ToHostF32());  // [in, out]
+  const int64_t in = stored[0], out = stored[1];
+  std::vector<float> transposed(host.size());  // [out, in]
+  for (int64_t i = 0; i < in; ++i) {
+    for (int64_t o = 0; o < out; ++o) transposed[o * in + i] = host[i * out + o];
+  }
+  return Tensor::FromHost(transposed, {out, in}, device_);
+}
+
+absl::StatusOr<kernels::Shape> WeightBinder::StoredShape(std::string_view name) const {
+  MCSERVE_ASSIGN_OR_RETURN(Tensor t, store_->Get(name));
+  return t.shape();
+}
+
 }  // namespace mcserve::engine

@@ -26,6 +26,12 @@ class WeightBinder {
   absl::StatusOr<kernels::Tensor> Matrix(std::string_view name, const kernels::Shape& shape) const;
   // A tensor with exactly `shape`, converted to F32, on the device.
   absl::StatusOr<kernels::Tensor> Float(std::string_view name, const kernels::Shape& shape) const;
+  // A matrix stored [in, out] (HF GPT-2's Conv1D, y = x W + b) given as `stored` = {in, out},
+  // transposed at load into the [out, in] layout Linear takes, as F32 on the device. The file is
+  // never rewritten; the parameter count counts the stored tensor.
+  absl::StatusOr<kernels::Tensor> Transposed(std::string_view name, const kernels::Shape& stored) const;
+  // The stored shape of `name` (not bound, not counted); NotFound when absent.
+  absl::StatusOr<kernels::Shape> StoredShape(std::string_view name) const;
   bool Has(std::string_view name) const { return store_->Has(name); }
   // The device the weights are bound to.
   kernels::Device device() const { return device_; }

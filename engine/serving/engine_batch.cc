@@ -1,4 +1,7 @@
 // Engine: batch building (loop thread). Decodes first, then prefill chunks (FCFS), then admission.
+// A request whose open segment is full (armt: ModelRunner::SegmentTokensLeft == 0) gets a close
+// chunk in its place that step, charged close_tokens() of the budget; content chunks are cut where
+// the open segment ends.
 #include <algorithm>
 
 #include "engine/serving/engine.h"
@@ -29,6 +32,19 @@ Engine::StepPlan Engine::BuildBatch(bool* admission_blocked) {
     plan.chunks.push_back({.slot = r->slot, .tokens = tokens, .all_logits = all_logits});
     plan.requests.push_back(r);
   };
+  // A close costs M tokens (at most the whole budget, so that a close always fits an empty step).
+  const int64_t close_cost = std::min(runner_->close_tokens(), options_.max_batch_tokens);
+  // Schedules r's close when its open segment is full: true if r is handled this step (closed, or
+  // waiting for budget), false when it has room for content.
+  auto close_if_full = [&](Request* r) {
+    if (runner_->SegmentTokensLeft(r->slot) > 0) return false;
+    if (budget >= close_cost) {
+      plan.chunks.push_back({.slot = r->slot, .close_segment = true});
+      plan.requests.push_back(r);
+      budget -= close_cost;
+    }
+    return true;
+  };
   // 1. Decodes first, one token each, least recently scheduled first; a full channel waits.
   std::vector<Request*> decodes;
   for (auto& r : running_) {
@@ -38,12 +54,15 @@ Engine::StepPlan Engine::BuildBatch(bool* admission_blocked) {
                    [](const Request* a, const Request* b) { return a->last_scheduled < b->last_scheduled; });
   for (Request* r : decodes) {
     if (budget == 0) break;
+    if (close_if_full(r)) continue;
     add(r, std::span<const int32_t>(&r->next_input, 1), false);
     --budget;
   }
   // 2. Prefill chunks of admitted requests, in admission order (FCFS).
   auto add_prefill = [&](Request* r) {
-    const int64_t start = runner_->position(r->slot), end = ChunkEnd(*r, budget);
+    if (close_if_full(r)) return;
+    const int64_t start = runner_->position(r->slot);
+    const int64_t end = std::min(ChunkEnd(*r, budget), start + std::min(budget, runner_->SegmentTokensLeft(r->slot)));
     // The last chunk yields a token: it needs room in the channel like a decode.
     if (end == r->prompt_len() && !r->channel->HasRoom()) return;
     add(r, std::span<const int32_t>(r->spec.prompt).subspan(start, end - start), r->spec.prompt_logprobs);

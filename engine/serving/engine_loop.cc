@@ -114,6 +114,7 @@ void Engine::RunStep(const StepPlan& plan) {
   for (size_t i = 0; i < plan.requests.size(); ++i) {
     Request* r = plan.requests[i];
     r->last_scheduled = step_;
+    if (plan.chunks[i].close_segment) continue;  // a segment close: no token, no logits
     const std::span<const float> row(out->logits.data() + i * vocab, vocab);
     if (!AllFinite(row)) {
       // This sequence's state overflowed (e.g. a fast weight became NaN): its own state is lost,

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <vector>
 
@@ -55,6 +56,14 @@ class ModelRunner {
   // not clamp positions); 0 = no limit.
   virtual int64_t max_positions() const { return 0; }
 
+  // Segments (armt): content tokens the sequence in `slot` may run before its open segment must be
+  // closed; 0 means the next chunk for it must be a close chunk (SequenceChunk::close_segment). The
+  // families without segments never need one (INT64_MAX).
+  virtual int64_t SegmentTokensLeft(int slot) const { return std::numeric_limits<int64_t>::max(); }
+  // Tokens one close chunk runs (armt: the M memory tokens), charged to the step's token budget;
+  // 0 for the families without segments.
+  virtual int64_t close_tokens() const { return 0; }
+
   // State slots no sequence holds now (the runner's pool owns the free list).
   virtual int num_free_slots() const = 0;
   // Tokens the sequence in `slot` has run (cached prefix included): its next token's position.
@@ -67,7 +76,8 @@ class ModelRunner {
   // than one segment's pages).
   virtual absl::StatusOr<BeginResult> Begin(std::span<const int32_t> prompt) = 0;
   // Runs one batch (distinct slots, each begun; SequenceChunk: model.h) and returns each chunk's
-  // last-token logits, plus the prompt log-probs of chunks with all_logits. After an error the
+  // last-token logits (a zero row for a close chunk), plus the prompt log-probs of chunks with
+  // all_logits. A content chunk must fit in its slot's open segment (SegmentTokensLeft). After an error the
   // batch's sequences are in an undefined state: the caller ends them.
   virtual absl::StatusOr<StepOutput> Step(std::span<const SequenceChunk> batch) = 0;
   // Ends the sequence in `slot` (finished, cancelled or failed): releases its pages' references and

@@ -45,6 +45,10 @@ absl::StatusOr<std::unique_ptr<RecurrentRunner>> RecurrentRunner::Create(const M
     if (mc && mc->segmentation == McSegmentation::kConstant) {
       block = (block + mc->segment_size - 1) / mc->segment_size * mc->segment_size;  // whole segments
     }
+    if (model->config().family == ModelFamily::kArmt) {  // whole ARMT segments
+      const int64_t s = model->config().armt.segment_size;
+      block = (block + s - 1) / s * s;
+    }
     runner->cache_ = std::make_unique<PrefixCache>(&runner->pool_.checkpoints(), block, options.prefix_cache_bytes);
   }
   return runner;
@@ -141,7 +145,10 @@ absl::Status RecurrentRunner::Restore(int slot, const PrefixCache::Entry& entry)
     }
     pool_.checkpoints().Adopt(slot, static_cast<int>(l), entry.pages[l]);
   }
-  pool_.Advance(slot, entry.blocks * cache_->block_tokens());
+  const int64_t position = entry.blocks * cache_->block_tokens();
+  // armt: the snapshot was taken right after the close of the segment ending there.
+  const int64_t closed = model_->close_tokens() > 0 ? position / model_->config().armt.segment_size : 0;
+  pool_.SetProgress(slot, position, closed);
   return absl::OkStatus();
 }
 
@@ -154,8 +161,9 @@ int64_t RecurrentRunner::NextSnapshotAt(int slot) const {
 
 absl::StatusOr<StepOutput> RecurrentRunner::Step(std::span<const SequenceChunk> batch) {
   for (const SequenceChunk& s : batch) {
-    if (s.slot < 0 || s.slot >= pool_.num_slots() || !pool_.in_use(s.slot) || s.tokens.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat("Step: slot ", s.slot, " is not running, or has no tokens"));
+    if (s.slot < 0 || s.slot >= pool_.num_slots() || !pool_.in_use(s.slot) || (s.tokens.empty() != s.close_segment)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Step: slot ", s.slot, " is not running, or has no tokens (or a close chunk has some)"));
     }
   }
   // Forward passes until every sequence's tokens are in; a sequence whose tokens cross the end of
@@ -167,10 +175,15 @@ absl::StatusOr<StepOutput> RecurrentRunner::Step(std::span<const SequenceChunk> 
   logits.resize(batch.size() * vocab);
   result.prompt_logprobs.resize(batch.size());
   std::vector<size_t> done(batch.size(), 0);  // tokens of batch[i] already run
+  std::vector<bool> closed(batch.size(), false);
   while (true) {
     std::vector<SequenceChunk> chunks;
     std::vector<size_t> which;
     for (size_t i = 0; i < batch.size(); ++i) {
+      if (batch[i].close_segment) {  // no tokens, no logits: runs in the first pass
+        if (!closed[i]) chunks.push_back(batch[i]), which.push_back(i), closed[i] = true;
+        continue;
+      }
       const size_t left = batch[i].tokens.size() - done[i];
       if (left == 0) continue;
       size_t take = left;
@@ -186,6 +199,10 @@ absl::StatusOr<StepOutput> RecurrentRunner::Step(std::span<const SequenceChunk> 
     MCSERVE_ASSIGN_OR_RETURN(std::vector<float> host, out.ToHostF32());  // [rows, vocab]
     size_t row = 0;  // chunk c's first row in `host`
     for (size_t c = 0; c < chunks.size(); ++c) {
+      if (chunks[c].close_segment) {  // a closed segment may complete a prefix block's snapshot
+        MCSERVE_RETURN_IF_ERROR(MaybeSnapshot(chunks[c].slot));
+        continue;
+      }
       const size_t i = which[c], n = chunks[c].tokens.size();
       const size_t rows = chunks[c].all_logits ? n : 1;
       if (chunks[c].all_logits) {
@@ -214,6 +231,8 @@ absl::Status RecurrentRunner::MaybeSnapshot(int slot) {
   const int64_t block = cache_->block_tokens(), position = pool_.position(slot);
   const int64_t done = seq.last == nullptr ? 0 : seq.last->blocks;
   if (position > seq.prompt_tokens || position < (done + 1) * block) return absl::OkStatus();
+  // armt: a block ends with a full segment; its snapshot waits for that segment's close chunk.
+  if (position == (done + 1) * block && model_->SegmentTokensLeft(pool_, slot) == 0) return absl::OkStatus();
   if (position != (done + 1) * block) {  // the step ran past a block end: the chain cannot continue
     seq.chain_broken = true;
     return absl::OkStatus();
@@ -236,7 +255,9 @@ absl::Status RecurrentRunner::MaybeSnapshot(int slot) {
 absl::StatusOr<std::vector<LayerSnapshot>> RecurrentRunner::Snapshot(int slot) {
   std::vector<LayerSnapshot> state(model_->config().num_hidden_layers);
   for (size_t l = 0; l < state.size(); ++l) {
-    for (auto& [name, tensor] : pool_.layer(static_cast<int>(l)).tensors()) {
+    LayerState& layer = pool_.layer(static_cast<int>(l));
+    for (auto& [name, tensor] : layer.tensors()) {
+      if (layer.is_scratch(name)) continue;  // empty at a snapshot (armt's KV right after a close)
       const Tensor row = tensor.Rows(slot, slot + 1);
       MCSERVE_ASSIGN_OR_RETURN(Tensor host, Tensor::Zeros(row.dtype(), row.shape(), kernels::Device::kCpu));
       MCSERVE_RETURN_IF_ERROR(host.CopyFrom(row));

@@ -21,7 +21,8 @@ struct RecurrentRunnerOptions {
   int num_slots = 16;
   CheckpointStoreOptions checkpoints;
   bool prefix_caching = true;
-  // Tokens per prefix block: rounded up to a multiple of the MC segment size (constant segmentation).
+  // Tokens per prefix block: rounded up to a multiple of the MC segment size (constant segmentation)
+  // or of armt's segment_size (its snapshots are taken right after a segment close).
   int64_t prefix_block = 64;
   int64_t prefix_cache_bytes = int64_t{1} << 30;  // host bytes of cached boundary states; -1 = unlimited
 };
@@ -36,6 +37,8 @@ class RecurrentRunner : public ModelRunner {
   int vocab_size() const override;
   int64_t boundary_tokens() const override { return cache_ ? cache_->block_tokens() : 0; }
   int64_t max_positions() const override { return model_->config().max_positions(); }
+  int64_t SegmentTokensLeft(int slot) const override { return model_->SegmentTokensLeft(pool_, slot); }
+  int64_t close_tokens() const override { return model_->close_tokens(); }
   int num_free_slots() const override { return pool_.num_free(); }
   int64_t position(int slot) const override { return pool_.position(slot); }
   absl::StatusOr<BeginResult> Begin(std::span<const int32_t> prompt) override;

@@ -16,6 +16,7 @@ bool ValidKind(ActivationKind k) {
     case ActivationKind::kRelu:
     case ActivationKind::kEluPlusOne:
     case ActivationKind::kGelu:
+    case ActivationKind::kGeluTanh:
       return true;
   }
   return false;

@@ -14,6 +14,7 @@ enum class ActivationKind {
   kRelu,        // max(x, 0)
   kEluPlusOne,  // elu(x) + 1
   kGelu,        // exact (erf) GELU: x·Φ(x)
+  kGeluTanh,    // tanh GELU (GPT-2's gelu_new): ½x(1 + tanh(√(2/π)(x + 0.044715x³)))
 };
 
 struct ActivationArgs {

@@ -44,6 +44,7 @@ absl::Status ActivationCpu(const Context& ctx, const ActivationArgs& args) {
       case ActivationKind::kRelu: return ActivateRange<ActivationKind::kRelu>(x, scale, out, b, e);
       case ActivationKind::kEluPlusOne: return ActivateRange<ActivationKind::kEluPlusOne>(x, scale, out, b, e);
       case ActivationKind::kGelu: return ActivateRange<ActivationKind::kGelu>(x, scale, out, b, e);
+      case ActivationKind::kGeluTanh: return ActivateRange<ActivationKind::kGeluTanh>(x, scale, out, b, e);
     }
   });
   return absl::OkStatus();

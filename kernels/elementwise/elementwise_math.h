@@ -20,6 +20,13 @@ MCSERVE_HD float EluPlusOne(float x) { return x > 0.0f ? x + 1.0f : expf(x); }
 // Exact GELU: x·Φ(x) = ½x·erfc(−x/√2) (erfc keeps the negative tail accurate, where 1 + erf cancels).
 MCSERVE_HD float Gelu(float x) { return 0.5f * x * erfcf(-x * 0.70710678118654752f); }
 
+// tanh GELU (GPT-2's "gelu_new"): ½x·(1 + tanh(u)), u = √(2/π)·(x + 0.044715·x³), computed as
+// x / (1 + e^(−2u)) (the same value; 1 + tanh(u) cancels in the negative tail, this does not).
+MCSERVE_HD float GeluTanh(float x) {
+  const float u = 0.7978845608028654f * (x + 0.044715f * x * x * x);
+  return x / (1.0f + expf(-2.0f * u));
+}
+
 // act(x) for one element.
 MCSERVE_HD float Activate(ActivationKind kind, float x) {
   switch (kind) {
@@ -29,6 +36,7 @@ MCSERVE_HD float Activate(ActivationKind kind, float x) {
     case ActivationKind::kRelu: return x > 0.0f ? x : 0.0f;
     case ActivationKind::kEluPlusOne: return EluPlusOne(x);
     case ActivationKind::kGelu: return Gelu(x);
+    case ActivationKind::kGeluTanh: return GeluTanh(x);
   }
   return x;
 }

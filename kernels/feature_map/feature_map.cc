@@ -18,6 +18,7 @@ bool ValidKind(FeatureMapKind k) {
     case FeatureMapKind::kHedgehog:
     case FeatureMapKind::kT2R:
     case FeatureMapKind::kDpfp:
+    case FeatureMapKind::kDpfp3:
       return true;
   }
   return false;
@@ -71,6 +72,8 @@ int64_t FeatureMapOutDim(FeatureMapKind kind, int64_t d) {
       return 2 * d;
     case FeatureMapKind::kDpfp:
       return 2 * kDpfpNu * d;
+    case FeatureMapKind::kDpfp3:
+      return 2 * kDpfp3Nu * d;
     default:
       return d;
   }

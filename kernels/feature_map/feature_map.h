@@ -17,6 +17,7 @@ enum class FeatureMapKind {
   kT2R,                 // relu(W x (+ b)); fla's T2RFeatureMap has no bias (bias=False)
   kDpfp,                // fla DPFPFeatureMap, ν = 4, out dim 2·ν·d: p = [relu(x), relu(−x)],
                         // out[(j−1)·2d + i] = p[i]·p[(i−j) mod 2d] for j = 1..ν
+  kDpfp3,               // the same DPFP with ν = 3 (ARMT's associative memory), out dim 6·d
 };
 
 // Output feature dimension of `kind` for an input head dim `d`.

@@ -82,7 +82,10 @@ absl::Status FeatureMapCpu(const Context& ctx, const FeatureMapArgs& args) {
           for (int i = 0; i < d; ++i) row[i] = FeatureMapRelu(y1[i]);
           break;
         case FeatureMapKind::kDpfp:
-          DpfpRow(xr, d, row.data());
+          DpfpRow(xr, d, kDpfpNu, row.data());
+          break;
+        case FeatureMapKind::kDpfp3:
+          DpfpRow(xr, d, kDpfp3Nu, row.data());
           break;
       }
       std::memcpy(od + r * out_dim, row.data(), out_dim * sizeof(float));

@@ -63,7 +63,8 @@ __global__ void FeatureMapElementwise(ElementParams p) {
       case FeatureMapKind::kHadamard:
         v = (p.y1[idx] + LoadWidenedOrZero(p.b1, p.b1_dtype, e)) * (p.y2[idx] + LoadWidenedOrZero(p.b2, p.b2_dtype, e));
         break;
-      case FeatureMapKind::kDpfp: {
+      case FeatureMapKind::kDpfp:
+      case FeatureMapKind::kDpfp3: {  // out index e = (j − 1)·2d + i
         const int n2 = 2 * p.d;
         v = mcserve::kernels::DpfpElement(p.x + r * p.d, p.d, e / n2 + 1, e % n2);
         break;

@@ -11,6 +11,8 @@ namespace mcserve::kernels {
 
 // ν of fla's DPFPFeatureMap as the linear_attn layer builds it.
 inline constexpr int kDpfpNu = 4;
+// ν of ARMT's DPFP-3 (its associative memory's feature map; same formula, fewer rolls).
+inline constexpr int kDpfp3Nu = 3;
 
 // fla "elu": elu(x) + 1.
 MCSERVE_HD float FeatureMapElu(float x) { return x > 0.0f ? x + 1.0f : expf(x); }
@@ -71,10 +73,11 @@ MCSERVE_HD float DpfpElement(const float* x, int d, int j, int i) {
 }
 
 // DPFP: with p = [relu(x), relu(−x)] (2d), out [2·ν·d] is, for j = 1..ν and i < 2d,
-// out[(j−1)·2d + i] = p[i] · p[(i − j) mod 2d]   (fla: cat(p·ν) ⊙ cat(roll(p, j) for j = 1..ν)).
-MCSERVE_HD void DpfpRow(const float* x, int d, float* out) {
+// out[(j−1)·2d + i] = p[i] · p[(i − j) mod 2d]   (fla: cat(p·ν) ⊙ cat(roll(p, j) for j = 1..ν);
+// ARMT's DPFP-3 is ν = 3 in the same order).
+MCSERVE_HD void DpfpRow(const float* x, int d, int nu, float* out) {
   const int n = 2 * d;
-  for (int j = 1; j <= kDpfpNu; ++j) {
+  for (int j = 1; j <= nu; ++j) {
     float* o = out + static_cast<int64_t>(j - 1) * n;
     for (int i = 0; i < n; ++i) o[i] = DpfpElement(x, d, j, i);
   }

@@ -138,11 +138,12 @@ GRM = ["--mc-aggregation", "grm", "--mc-segment-size", "4"]
 
 
 @pytest.mark.parametrize("fixture,family,mc", [("lattice", "lattice", []), ("lattice", "lattice", GRM),
-                                               ("hope", "hope", []), ("hope_variants", "hope", [])],
-                         ids=["lattice", "lattice-grm", "hope", "hope-variants"])
+                                               ("hope", "hope", []), ("hope_variants", "hope", []),
+                                               ("armt", "armt", []), ("armt_wrap", "armt", [])],
+                         ids=["lattice", "lattice-grm", "hope", "hope-variants", "armt", "armt-wrap"])
 def test_family_streams_what_mcserve_run_writes(pb, fixture, family, mc):
-    """The lattice (with and without Memory Caching on its slot matrix) and hope families over gRPC:
-    the greedy stream equals mcserve-run's text."""
+    """The lattice (with and without Memory Caching on its slot matrix), hope and armt (segment closes
+    scheduled by the engine) families over gRPC: the greedy stream equals mcserve-run's text."""
     model = os.path.join(ROOT, "tests", "data", "models", fixture)
     s = Server("--grpc-port", "0", *mc, model=model)
     try:

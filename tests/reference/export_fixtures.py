@@ -36,6 +36,8 @@ from mcserve_ref.model import CausalLM  # noqa: E402
 from mcserve_ref import safetensors_io as st  # noqa: E402
 from mcserve_ref.lattice import orthonormal_rows, param_specs as lattice_param_specs  # noqa: E402
 from mcserve_ref.hope import HopeLM, random_weights as hope_random_weights  # noqa: E402
+from mcserve_ref.armt import ArmtLM  # noqa: E402
+from mcserve_ref.armt_weights import random_weights as armt_random_weights  # noqa: E402
 from mcserve_ref.gam import GamLM  # noqa: E402
 from mcserve_ref.gam_weights import random_weights as gam_random_weights  # noqa: E402
 
@@ -199,6 +201,17 @@ FIXTURES["gam"] = (GAM_BASE, {"gam": True})
 # 30), deeper (3 layers) with a 4-tap conv and 8 slots; the engine's long-sequence tests use it.
 FIXTURES["gam_clamp"] = (dict(GAM_BASE, block_size=40, n_embed=16, n_layer=3, num_memory_slots=8, conv_kernel_size=4,
                               position_overflow="clamp", overflow_position=30), {"gam": True})
+
+# ARMT (docs/model-format.md `armt`): HF GPT-2 + the official ARMT names, Conv1D weights stored [in, out]
+# as HF stores them, weights from armt_weights.random_weights.  S = 6 so that the 35-token prompt covers
+# S-1, S, S+1 and 3S+17 content tokens (5 closes); M = 2 memory tokens.
+ARMT_BASE = dict(model_type="armt", vocab_size=VOCAB, n_positions=16, n_embd=24, n_layer=2, n_head=2,
+                 num_mem_tokens=2, d_mem=4, segment_size=6)
+FIXTURES["armt"] = (ARMT_BASE, {"armt": True})
+# ... and wrap_pos: memory rows at wpe[n_positions..n_positions+M-1] (a wpe table of n_positions + M rows),
+# without γ-correction (γ = 1), three heads of an odd width.
+FIXTURES["armt_wrap"] = (dict(ARMT_BASE, wrap_pos=True, correction=False, n_embd=18, n_head=3, n_inner=40, d_mem=3,
+                              segment_size=5, num_mem_tokens=3), {"armt": True})
 
 
 # ------------------------------------------------------------------------------- MC variants
@@ -536,8 +549,41 @@ def _evaluate_gam(config, tensors, prompt_ids):
     return logits, greedy, margins
 
 
+def _evaluate_armt(config, tensors, prompt_ids):
+    """_evaluate for `armt` (ArmtLM, float64): prompt logits (the wrapper's segment-at-a-time forward),
+    greedy ids (streaming: segments close whenever full) and their margins."""
+    m = ArmtLM(config, tensors, dtype=torch.float64)
+    logits = m.forward(prompt_ids)
+    state = m.new_state()
+    last, greedy, margins = m.step(prompt_ids, state)[-1], [], []
+    for _ in range(N_GREEDY):
+        top2 = torch.topk(last, 2).values
+        margins.append(float(top2[0] - top2[1]))
+        greedy.append(int(torch.argmax(last)))
+        last = m.step([greedy[-1]], state)[-1]
+    return logits, greedy, margins
+
+
+def _write_armt_state(config, tensors, prompt_ids, d):
+    """golden_state.safetensors of an armt fixture: A [closes, L, F, D] and z [closes, L, F] after each of
+    the (T - 1) // S segment closes the T-token prompt causes (lazy: a segment closes when the next token
+    needs position S), from the wrapper's forward in float64, stored F32."""
+    m = ArmtLM(config, tensors, dtype=torch.float64)
+    snaps = []
+    m.forward(prompt_ids, snapshots=snaps)
+    closes = (len(prompt_ids) - 1) // m.S
+    A = np.stack([np.stack([a.numpy() for a in snaps[k][0]]) for k in range(closes)]).astype(np.float32)
+    z = np.stack([np.stack([v.numpy() for v in snaps[k][1]]) for k in range(closes)]).astype(np.float32)
+    st.save_file({"A": st.make_tensor(A, "F32"), "z": st.make_tensor(z, "F32")},
+                 os.path.join(d, "golden_state.safetensors"))
+
+
 def _candidate(config, opts, seed, dtype):
     """(file tensors, logits, greedy ids, margins) of the fixture drawn with `seed`."""
+    if opts.get("armt"):
+        weights = armt_random_weights(config, seed=seed, dtype=torch.float32)
+        tensors = {n: st.make_tensor(t.numpy(), dtype) for n, t in weights.items()}
+        return (tensors,) + _evaluate_armt(config, weights, prompt_ids=encode_prompt())
     if opts.get("gam"):
         weights = gam_random_weights(config, seed=seed, dtype=torch.float32)
         tensors = {n: st.make_tensor(t.numpy(), dtype) for n, t in weights.items()}
@@ -602,6 +648,9 @@ def build_fixture(name, out_root=MODELS):
         "seed": seed,
         "min_greedy_margin": round(min(margins), 6),
     }
+    if opts.get("armt"):
+        _write_armt_state(config, tensors, prompt_ids, d)
+        golden["armt_state"] = "golden_state.safetensors: every layer's (A, z) after each segment close the prompt causes"
     if config.get("memory_caching") is not None:
         golden["memory_caching"] = "on (config.json memory_caching); logits and greedy ids are computed with MC"
     with open(os.path.join(d, "golden.json"), "w") as f:

@@ -2,7 +2,9 @@
 // on the tokens that slot has run (a hash of the history picks the arg-max token, every other logit
 // is lower), so a sequence's output does not depend on what else shares its batches. Every Step's
 // batch is recorded; Begin's results (cached prefix, RESOURCE_EXHAUSTED a number of times) and Step
-// failures are configurable. Thread-safe (one mutex) so tests may inspect it while the engine loop runs.
+// failures are configurable. With Options::segment > 0 it has armt's segments: a content chunk must
+// fit in its slot's open segment and a full segment must be closed by a close chunk first (each
+// breach counts as a violation); closes do not change the logits. Thread-safe (one mutex) so tests may inspect it while the engine loop runs.
 #pragma once
 
 #include <algorithm>
@@ -10,6 +12,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <set>
@@ -31,12 +34,15 @@ class FakeModelRunner : public ModelRunner {
     int64_t start;                // tokens the slot had run before this step
     std::vector<int32_t> tokens;  // [n]
     int64_t prompt_size;          // of the slot's sequence: start < prompt_size means prefill
+    bool close = false;           // a segment close (no tokens)
     bool prefill() const { return start < prompt_size; }
   };
   struct Options {
     int num_slots = 4;
     int vocab = 1000;
     int64_t boundary = 0;
+    int64_t segment = 0;       // content tokens per segment (0: no segments, never a close)
+    int64_t close_tokens = 0;  // what a close costs (armt's M)
     // Tokens the fake never picks as the arg-max (e.g. EOS, so tests control stopping).
     std::set<int32_t> never_pick;
   };
@@ -52,6 +58,12 @@ class FakeModelRunner : public ModelRunner {
     return options_.num_slots - static_cast<int>(active_.size());
   }
   int64_t position(int slot) const override { return history_size(slot); }
+  int64_t SegmentTokensLeft(int slot) const override {
+    if (options_.segment == 0) return std::numeric_limits<int64_t>::max();
+    std::lock_guard<std::mutex> lock(mu_);
+    return options_.segment - OpenLength(slot);
+  }
+  int64_t close_tokens() const override { return options_.close_tokens; }
 
   // Takes the lowest free slot, like StatePool::Acquire.
   absl::StatusOr<BeginResult> Begin(std::span<const int32_t> prompt) override {
@@ -77,6 +89,7 @@ class FakeModelRunner : public ModelRunner {
     active_.insert(slot);
     begun_.push_back(std::vector<int32_t>(prompt.begin(), prompt.end()));
     history_[slot].assign(prompt.begin(), prompt.begin() + cached);
+    closed_[slot] = options_.segment > 0 ? cached / options_.segment : 0;  // resumed right after a close
     begun_prompt_size_[slot] = static_cast<int64_t>(prompt.size());
     return BeginResult{.slot = slot, .cached_tokens = cached};
   }
@@ -97,9 +110,13 @@ class FakeModelRunner : public ModelRunner {
     std::vector<Seq> record;
     std::set<int> seen;
     for (const SequenceChunk& s : batch) {
-      if (!active_.count(s.slot) || !seen.insert(s.slot).second || s.tokens.empty()) ++violations_;
+      if (!active_.count(s.slot) || !seen.insert(s.slot).second || s.tokens.empty() != s.close_segment) ++violations_;
+      const int64_t open = OpenLength(s.slot), n = static_cast<int64_t>(s.tokens.size());
+      if (s.close_segment && (options_.segment == 0 || open != options_.segment)) ++violations_;
+      if (!s.close_segment && options_.segment > 0 && open + n > options_.segment) ++violations_;
       record.push_back({s.slot, static_cast<int64_t>(history_[s.slot].size()),
-                        std::vector<int32_t>(s.tokens.begin(), s.tokens.end()), begun_prompt_size_[s.slot]});
+                        std::vector<int32_t>(s.tokens.begin(), s.tokens.end()), begun_prompt_size_[s.slot],
+                        s.close_segment});
     }
     // Every begun sequence past its prompt must decode in every step (when its channel has room).
     for (int slot : active_) {
@@ -121,6 +138,10 @@ class FakeModelRunner : public ModelRunner {
     out.logits.resize(batch.size() * options_.vocab);
     out.prompt_logprobs.resize(batch.size());
     for (size_t i = 0; i < batch.size(); ++i) {
+      if (batch[i].close_segment) {  // no tokens, a zero logits row
+        ++closed_[batch[i].slot];
+        continue;
+      }
       std::vector<int32_t>& h = history_[batch[i].slot];
       const int64_t prompt_size = begun_prompt_size_[batch[i].slot];
       for (size_t j = 0; batch[i].all_logits && j + 1 < batch[i].tokens.size(); ++j) {
@@ -254,6 +275,14 @@ class FakeModelRunner : public ModelRunner {
   }
 
  private:
+  // Content tokens in the slot's open segment (mu_ held).
+  int64_t OpenLength(int slot) const {
+    auto h = history_.find(slot);
+    auto c = closed_.find(slot);
+    const int64_t run = h == history_.end() ? 0 : static_cast<int64_t>(h->second.size());
+    return run - options_.segment * (c == closed_.end() ? 0 : c->second);
+  }
+
   void FillLogits(std::span<const int32_t> history, int64_t prompt_size, std::span<float> out) const {
     const int32_t best = NextToken(history, prompt_size);
     for (size_t v = 0; v < out.size(); ++v) out[v] = -static_cast<float>((v * 7919 + history.size()) % 97) / 10.0f;
@@ -264,6 +293,7 @@ class FakeModelRunner : public ModelRunner {
   mutable std::mutex mu_;
   std::set<int> active_;
   std::map<int, std::vector<int32_t>> history_;
+  std::map<int, int64_t> closed_;  // segments closed per slot (Options::segment)
   std::map<int, int64_t> begun_prompt_size_;
   std::map<int, int> end_calls_;
   std::vector<std::vector<Seq>> steps_;

@@ -8,6 +8,7 @@
 #include "fixture_util.h"
 #include "gtest/gtest.h"
 #include "tests/unit/engine/reference_generate.h"
+#include "tests/unit/engine/segmented_forward.h"
 
 namespace mcserve::engine {
 namespace {
@@ -40,11 +41,10 @@ class ModelParityTest : public ::testing::TestWithParam<std::string> {
     for (size_t begin = 0; begin < prompt.size(); begin += chunk) {
       SequenceChunk c{.slot = 0, .tokens = prompt.subspan(begin, std::min<size_t>(chunk, prompt.size() - begin)),
                       .all_logits = true};
-      auto logits = model_->Forward({&c, 1}, *pool);
+      auto logits = testing::RunSegmented(*model_, *pool, {&c, 1});  // armt: closes between segments
       EXPECT_TRUE(logits.ok()) << logits.status();
       if (!logits.ok()) return {};
-      auto host = logits->ToHostF32();
-      all.insert(all.end(), host->begin(), host->end());
+      all.insert(all.end(), (*logits)[0].begin(), (*logits)[0].end());
     }
     return all;
   }
@@ -92,11 +92,9 @@ TEST_P(ModelParityTest, BatchEqualsEachRequestAlone) {
     if (step > 0) {
       for (auto& c : chunks) c.tokens = {&next_tokens[step - 1], 1};
     }
-    auto logits = model_->Forward(chunks, *batch_pool);
+    auto logits = testing::RunSegmented(*model_, *batch_pool, chunks);
     ASSERT_TRUE(logits.ok()) << logits.status();
-    auto host = *logits->ToHostF32();
-    const int64_t v = model_->config().vocab_size;
-    for (size_t i = 0; i < prompts.size(); ++i) batched[i].insert(batched[i].end(), host.begin() + i * v, host.begin() + (i + 1) * v);
+    for (size_t i = 0; i < prompts.size(); ++i) batched[i].insert(batched[i].end(), (*logits)[i].begin(), (*logits)[i].end());
   }
   for (size_t i = 0; i < prompts.size(); ++i) {
     auto pool = model_->NewStatePool(1);
@@ -105,10 +103,9 @@ TEST_P(ModelParityTest, BatchEqualsEachRequestAlone) {
     std::vector<SequenceChunk> c = {{.slot = 0, .tokens = prompts[i]}};
     for (int step = 0; step < 3; ++step) {
       if (step > 0) c[0].tokens = {&next_tokens[step - 1], 1};
-      auto logits = model_->Forward(c, *pool);
+      auto logits = testing::RunSegmented(*model_, *pool, c);
       ASSERT_TRUE(logits.ok());
-      auto host = *logits->ToHostF32();
-      alone.insert(alone.end(), host.begin(), host.end());
+      alone.insert(alone.end(), (*logits)[0].begin(), (*logits)[0].end());
     }
     EXPECT_LE(RelativeError(batched[i], alone), 1e-5) << "request " << i;
   }
@@ -126,7 +123,7 @@ TEST(ModelParity, EveryFamilyHasAFixture) {
   }
   EXPECT_EQ(types,
             (std::set<std::string>{"linear_attn", "gla", "delta_net", "gated_deltanet", "swla", "titans", "dla",
-                                    "lattice", "hope", "gam"}));
+                                    "lattice", "hope", "gam", "armt"}));
 }
 
 }  // namespace

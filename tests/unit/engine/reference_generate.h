@@ -12,6 +12,7 @@
 #include "base/status_macros.h"
 #include "engine/runner/model.h"
 #include "engine/sampling/sampler.h"
+#include "tests/unit/engine/segmented_forward.h"
 
 namespace mcserve::testing {
 
@@ -37,13 +38,14 @@ inline absl::StatusOr<std::vector<float>> Prefill(const Model& model, StatePool&
                                            std::span<const int32_t> prompt, int chunk) {
   if (prompt.empty()) return absl::InvalidArgumentError("prompt is empty");
   if (chunk <= 0) return absl::InvalidArgumentError(absl::StrCat("prefill chunk must be positive, got ", chunk));
-  kernels::Tensor logits;
+  std::vector<float> logits;
   for (size_t begin = 0; begin < prompt.size(); begin += chunk) {
     const size_t n = std::min<size_t>(chunk, prompt.size() - begin);
     const SequenceChunk c{.slot = slot, .tokens = prompt.subspan(begin, n)};
-    MCSERVE_ASSIGN_OR_RETURN(logits, model.Forward({&c, 1}, pool));
+    MCSERVE_ASSIGN_OR_RETURN(std::vector<std::vector<float>> out, RunSegmented(model, pool, {&c, 1}));
+    logits = std::move(out[0]);
   }
-  return logits.ToHostF32();
+  return logits;
 }
 
 inline absl::StatusOr<std::vector<int32_t>> Generate(const Model& model, StatePool& pool, int slot,
@@ -65,8 +67,8 @@ inline absl::StatusOr<std::vector<int32_t>> Generate(const Model& model, StatePo
     if (options.stop_at_eos && token == eos) break;
     if (static_cast<int>(out.size()) == options.max_tokens) break;
     const SequenceChunk c{.slot = slot, .tokens = {&out.back(), 1}};
-    MCSERVE_ASSIGN_OR_RETURN(kernels::Tensor next, model.Forward({&c, 1}, pool));
-    MCSERVE_ASSIGN_OR_RETURN(logits, next.ToHostF32());
+    MCSERVE_ASSIGN_OR_RETURN(std::vector<std::vector<float>> next, RunSegmented(model, pool, {&c, 1}));
+    logits = std::move(next[0]);
   }
   return out;
 }

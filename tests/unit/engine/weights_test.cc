@@ -276,6 +276,23 @@ void ExpectGamSkeleton(const WeightStore& store, const ModelConfig& c) {
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) ExpectGamLayer(store, c, "blocks." + std::to_string(i) + ".");
 }
 
+// armt's skeleton: wte, wpe, the memory rows, ln_f, and every layer's ARMT and GPT-2 tensors (Conv1D
+// weights stored [in, out]).
+void ExpectArmtSkeleton(const WeightStore& store, const ModelConfig& c) {
+  const int64_t d = c.hidden_size, p = c.armt.d_mem, i = c.intermediate_size;
+  const std::string t = "memory_cell.model.transformer.";
+  EXPECT_TRUE(store.Get(t + "wte.weight", Shape{c.vocab_size, d}).ok());
+  EXPECT_TRUE(store.Get("memory_cell.memory", Shape{c.armt.num_mem_tokens, d}).ok());
+  EXPECT_TRUE(store.Get(t + "ln_f.bias", Shape{d}).ok());
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    const std::string h = t + "h." + std::to_string(l) + ".";
+    EXPECT_TRUE(store.Get(h + "W_mq.weight", Shape{p, d}).ok());
+    EXPECT_TRUE(store.Get(h + "W_mv.weight", Shape{d, d}).ok());
+    EXPECT_TRUE(store.Get(h + "layer.attn.c_attn.weight", Shape{d, 3 * d}).ok());
+    EXPECT_TRUE(store.Get(h + "layer.mlp.c_fc.weight", Shape{d, i}).ok());
+  }
+}
+
 // The fla skeleton (and hope's): embeddings, final norm, the head unless tied, every layer.
 void ExpectFlaSkeleton(const WeightStore& store, const ModelConfig& c) {
   const int64_t h = c.hidden_size;
@@ -314,6 +331,8 @@ TEST(FixtureModelsTest, EveryFixtureLoads) {
     const ModelConfig& c = *config;
     if (c.family == ModelFamily::kGam) {
       ExpectGamSkeleton(**store, c);
+    } else if (c.family == ModelFamily::kArmt) {
+      ExpectArmtSkeleton(**store, c);
     } else {
       ExpectFlaSkeleton(**store, c);
     }

@@ -40,7 +40,8 @@ std::vector<float> ActivationOn(Device d, ActivationKind kind, float scale, cons
 
 TEST(ElementwiseEmuTest, ActivationMatchesCpu) {
   const ActivationKind kinds[] = {ActivationKind::kIdentity, ActivationKind::kSilu, ActivationKind::kSigmoid,
-                                  ActivationKind::kRelu, ActivationKind::kEluPlusOne, ActivationKind::kGelu};
+                                  ActivationKind::kRelu, ActivationKind::kEluPlusOne, ActivationKind::kGelu,
+                                  ActivationKind::kGeluTanh};
   uint32_t seed = 1;
   for (auto [m, n] : kSizes) {
     for (ActivationKind kind : kinds) {

@@ -35,6 +35,8 @@ double RefActivation(ActivationKind kind, double x) {
     case ActivationKind::kRelu: return x > 0 ? x : 0.0;
     case ActivationKind::kEluPlusOne: return x > 0 ? x + 1.0 : std::exp(x);
     case ActivationKind::kGelu: return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
+    case ActivationKind::kGeluTanh:
+      return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
   }
   return NAN;
 }
@@ -56,7 +58,8 @@ TEST(ActivationTest, EveryKindMatchesDoubleLoop) {
   for (cpu::ThreadPool* p : {static_cast<cpu::ThreadPool*>(nullptr), &pool}) {
     for (const Shape& shape : Shapes()) {
       for (ActivationKind kind : {ActivationKind::kIdentity, ActivationKind::kSilu, ActivationKind::kSigmoid,
-                                  ActivationKind::kRelu, ActivationKind::kEluPlusOne, ActivationKind::kGelu}) {
+                                  ActivationKind::kRelu, ActivationKind::kEluPlusOne, ActivationKind::kGelu,
+                                  ActivationKind::kGeluTanh}) {
         for (float scale : {1.0f, 2.0f, -0.5f}) {
           SCOPED_TRACE(testing::Message() << "kind " << static_cast<int>(kind) << " shape " << ShapeString(shape)
                                           << " scale " << scale);

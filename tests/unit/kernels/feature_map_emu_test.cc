@@ -104,7 +104,7 @@ constexpr float kAffineTol = 2e-5f;
 
 TEST(FeatureMapEmuTest, ElementwiseKinds) {
   for (FeatureMapKind k : {FeatureMapKind::kIdentity, FeatureMapKind::kElu, FeatureMapKind::kRelu,
-                           FeatureMapKind::kDpfp}) {
+                           FeatureMapKind::kDpfp, FeatureMapKind::kDpfp3}) {
     MapCase c;
     c.kind = k;
     CheckCase(c, kElementwiseTol);

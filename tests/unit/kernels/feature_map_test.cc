@@ -89,15 +89,17 @@ Vec Reference(FeatureMapKind kind, const Vec& x, const Params& p) {
     case FeatureMapKind::kT2R:
       for (double v : LinearRef(p.w1, b1, x)) y.push_back(std::max(v, 0.0));
       return y;
-    case FeatureMapKind::kDpfp: {
+    case FeatureMapKind::kDpfp:
+    case FeatureMapKind::kDpfp3: {
+      const int nu = kind == FeatureMapKind::kDpfp ? 4 : 3;
       Vec pos, neg;
       for (double v : x) {
         pos.push_back(std::max(v, 0.0));
         neg.push_back(std::max(-v, 0.0));
       }
       Vec pcat = Concat(pos, neg), rolled, repeat;
-      for (int j = 1; j <= 4; ++j) rolled = Concat(rolled, Roll(pcat, j));
-      for (int j = 0; j < 4; ++j) repeat = Concat(repeat, pcat);
+      for (int j = 1; j <= nu; ++j) rolled = Concat(rolled, Roll(pcat, j));
+      for (int j = 0; j < nu; ++j) repeat = Concat(repeat, pcat);
       for (size_t i = 0; i < rolled.size(); ++i) y.push_back(repeat[i] * rolled[i]);
       return y;
     }
@@ -137,7 +139,7 @@ absl::StatusOr<std::vector<float>> RunMap(const Context& ctx, FeatureMapKind kin
 
 const FeatureMapKind kAllKinds[] = {FeatureMapKind::kIdentity, FeatureMapKind::kElu,  FeatureMapKind::kRelu,
                                     FeatureMapKind::kHadamard, FeatureMapKind::kHedgehog, FeatureMapKind::kT2R,
-                                    FeatureMapKind::kDpfp};
+                                    FeatureMapKind::kDpfp, FeatureMapKind::kDpfp3};
 
 TEST(FeatureMapTest, OutDims) {
   EXPECT_EQ(FeatureMapOutDim(FeatureMapKind::kIdentity, 16), 16);
@@ -145,6 +147,7 @@ TEST(FeatureMapTest, OutDims) {
   EXPECT_EQ(FeatureMapOutDim(FeatureMapKind::kT2R, 16), 16);
   EXPECT_EQ(FeatureMapOutDim(FeatureMapKind::kHedgehog, 16), 32);
   EXPECT_EQ(FeatureMapOutDim(FeatureMapKind::kDpfp, 16), 128);
+  EXPECT_EQ(FeatureMapOutDim(FeatureMapKind::kDpfp3, 16), 96);
 }
 
 TEST(FeatureMapTest, EveryKindMatchesReference) {
@@ -186,6 +189,10 @@ TEST(FeatureMapTest, KnownValues) {
   auto dpfp = RunMap(ctx, FeatureMapKind::kDpfp, {1.0f, -2.0f}, 1, 1, 2, p);
   ASSERT_TRUE(dpfp.ok());
   EXPECT_EQ(*dpfp, (std::vector<float>{2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 1, 0, 0, 4}));
+  // DPFP-3 (ARMT): the first three of those rolls, in the same order.
+  auto dpfp3 = RunMap(ctx, FeatureMapKind::kDpfp3, {1.0f, -2.0f}, 1, 1, 2, p);
+  ASSERT_TRUE(dpfp3.ok());
+  EXPECT_EQ(*dpfp3, (std::vector<float>{2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2}));
   // Hedgehog with W = 1, b = 0, x = ln(2)/2: softmax([ln 2, −ln 2]) = [0.8, 0.2].
   p.w1 = {1.0f};
   p.b1 = {0.0f};
