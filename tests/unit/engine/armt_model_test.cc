@@ -261,7 +261,7 @@ void WriteWithAliases(const std::string& dir, bool break_head) {
     kernels::Tensor t = *(*store)->Get(from);
     std::vector<float> v = *t.ToHostF32();
     if (change) v[3] += 0.5f;
-    tensors.push_back({name, "F32", t.shape(), testing::F32Bytes(v)});
+    tensors.push_back({name, "F32", {t.shape().begin(), t.shape().end()}, testing::F32Bytes(v)});
   };
   for (const std::string& name : (*store)->Names()) add(name, name, false);
   add("memory_cell.model.lm_head.weight", "memory_cell.model.transformer.wte.weight", break_head);

@@ -44,12 +44,16 @@ TEST(EngineSegmentsTest, ClosesAreScheduledChargedAndBatched) {
     SCOPED_TRACE(::testing::Message() << "slots " << c.slots << " budget " << c.budget << " segment " << c.segment
                                       << " M " << c.close_tokens);
     Fixture f = MakeSegmented(c.slots, c.budget, c.segment, c.close_tokens, c.boundary);
+    // Every request is queued before the second step runs, so what is batched with what does not
+    // depend on how fast this thread submits.
+    f.fake->PauseAtStep(1);
     std::vector<std::shared_ptr<RequestHandle>> hs;
     std::vector<std::vector<int32_t>> prompts;
     for (int i = 0; i < 10; ++i) {
       prompts.push_back(Prompt(1 + (i * 37) % 60, i));
       hs.push_back(MustSubmit(*f.engine, Spec(prompts.back(), 1 + (i * 7) % 13)));
     }
+    f.fake->Resume();
     for (int i = 0; i < 10; ++i) {
       Result r = Collect(*hs[i]);
       ASSERT_TRUE(r.status.ok()) << r.status;
