@@ -39,6 +39,9 @@ struct SequenceChunk {
   int slot = 0;
   std::span<const int32_t> tokens;
   bool all_logits = false;  // logits for every token (else only the last)
+  // Whether the tokens are user-provided (prompt): with an adaptive CMS (hope cms_adaptive) the loss
+  // of the position before each token then trains the CMS; sampled tokens pass false.
+  bool learn = true;
 };
 
 class Model {
@@ -71,6 +74,22 @@ class Model {
   // The chunks' token ids and positions checked (vocabulary, position limit).
   absl::Status CheckChunks(std::span<const SequenceChunk> chunks, const StatePool& pool) const;
   absl::Status RunBlock(const Block& block, kernels::Tensor& h, const MixerBatch& batch, LayerState& state) const;
+  // Forward of validated chunks as one batch (every family; adaptive CMS: one token per slot).
+  absl::StatusOr<kernels::Tensor> ForwardBatch(std::span<const SequenceChunk> chunks, StatePool& pool) const;
+
+  // Adaptive CMS (model_adaptive.cc): binds the head's F32 weights for the backward.
+  absl::Status BindAdaptiveHead(WeightBinder& w);
+  // Runs the chunks one token per slot per step, training before each token (learn flags, boundaries).
+  absl::StatusOr<kernels::Tensor> ForwardAdaptive(std::span<const SequenceChunk> chunks, StatePool& pool) const;
+  // Before a token of slot: restart (position 0), or train on the saved last token's loss for target
+  // `token` when `learn`; then apply the levels' boundaries.
+  absl::Status BeginAdaptiveToken(int slot, int32_t token, bool learn, StatePool& pool) const;
+  // G += ∂L/∂θ of slot's saved last token, L = −log softmax(logits)[target].
+  absl::Status LearnLastToken(int slot, int32_t target, StatePool& pool) const;
+  // Adaptive CMS, in RunBlock: saves each row of h [slots, H] as its slot's `name` ("cms_last_x" before
+  // the mixer, "cms_last_h" after it); after the mixer also runs each slot's CMS on its row.
+  absl::Status SaveRows(const Block& b, const char* name, kernels::Tensor& h, const MixerBatch& batch,
+                        LayerState& state) const;
 
   ModelConfig config_;
   std::unique_ptr<Tokenizer> tokenizer_;
@@ -82,6 +101,9 @@ class Model {
   std::vector<Block> blocks_;
   Norm final_norm_;                         // [H]
   kernels::Tensor lm_head_;                 // [vocab, H] (the embeddings when tied)
+  bool adaptive_cms_ = false;               // hope with cms_adaptive (model_adaptive.cc)
+  kernels::Tensor final_norm_f32_;          // [H] F32 (adaptive CMS)
+  kernels::Tensor lm_head_t_;               // [H, vocab] F32 lm_headᵀ (adaptive CMS)
   int64_t num_parameters_ = 0;
 };
 

@@ -189,6 +189,12 @@ FIXTURES["hope_anchor_momentum"] = (dict(HOPE_BASE, readout_mode="A", momentum="
                                          conv_size=1, memory_expansion=1, chunk_size_other=3, chunk_size_mem=7,
                                          tie_word_embeddings=True),
                                     {"hope": True})
+# ... and the adaptive CMS (test-time training, cms_adaptive): two levels of different periods, both trained,
+# the prompt's logits with every prompt token learned and greedy ids that never learn from generated tokens.
+FIXTURES["hope_adaptive"] = (dict(HOPE_BASE, cms_adaptive=True,
+                                  cms_levels=[dict(chunk_size=3, intermediate_size=32, activation="swiglu", lr=0.5),
+                                              dict(chunk_size=5, intermediate_size=16, activation="gelu", lr=0.3)]),
+                             {"hope": True})
 
 # GAM (docs/model-format.md `gam`): the official code's field and tensor names, weights from
 # gam_weights.random_weights.  block_size 80 leaves room for test_models' 70-token chunking check.

@@ -1,0 +1,61 @@
+// HopeReadGrad: the gradient path of one HOPE mixer for the adaptive CMS (docs/model-format.md,
+// `hope`, cms_adaptive). The fast weights and conv history are stop-gradient, so a token's output
+// o = o_proj(RMSNorm_head(y)·o_norm ⊙ SiLU(g_proj u)) depends on its normed input u only through
+//   q~ = q_proj u → q = L2(SiLU(conv)) → y = M_mem(q; W frozen)   and   g = g_proj u.
+// The mixer saves, per slot, the conv window and M_mem's weights its last token read with
+// (SaveBeforeScan / SaveAfterScan); Backward maps ∂L/∂o of that token to ∂L/∂u. Bound while loading;
+// the rest from the engine loop thread.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/mc/memory_stage.h"
+#include "engine/model/model_config.h"
+#include "engine/runner/state_pool.h"
+#include "engine/runner/weight_binder.h"
+#include "kernels/core/context.h"
+#include "kernels/core/tensor.h"
+
+namespace mcserve::engine {
+
+class HopeReadGrad {
+ public:
+  // Layer `layer`'s weights of the path (F32 copies and their transposes). Unimplemented with
+  // adaptive_q (M_q's read would carry gradient too; not supported with cms_adaptive).
+  static absl::StatusOr<HopeReadGrad> Bind(const ModelConfig& c, const WeightBinder& w, int layer);
+
+  // Appends the per-slot snapshots: read_memory [H, Pm] and, when conv_size > 1, read_conv_q [K−1, H·d].
+  void AddStateSpecs(std::vector<StateSpec>* specs) const;
+  // Before the memory scan of a batch of one token per slot (after the slots' restarts): saves the conv
+  // window, and M_mem's running weights when the read happens before the write.
+  absl::Status SaveBeforeScan(const MixerBatch& batch, LayerState& state) const;
+  // After the scan: saves the weights of an after_write read (memory) or a mode-A read (mem_anchor).
+  absl::Status SaveAfterScan(const MixerBatch& batch, LayerState& state) const;
+
+  // du [1, hidden] ← ∂L/∂u of slot `slot`'s last token, given its normed input u [1, hidden] and
+  // dout = ∂L/∂o [1, hidden].
+  absl::Status Backward(const kernels::Context& ctx, const kernels::Tensor& u, const kernels::Tensor& dout, int slot,
+                        LayerState& state, kernels::Tensor* du) const;
+
+ private:
+  // y [1, H, d] = M_mem(q; saved weights) and dq~ [1, H, d] given dy (null: forward only).
+  absl::Status Read(const kernels::Context& ctx, const kernels::Tensor& q_pre, int slot, LayerState& state,
+                    const kernels::Tensor* dy, kernels::Tensor* out) const;
+
+  int64_t heads_ = 0, d_ = 0, conv_size_ = 1;
+  int expansion_ = 2;
+  bool gelu_ = false, read_after_write_ = false, read_anchor_ = false;
+  float eps_ = 1e-6f;
+  kernels::Tensor q_proj_;                // [H·d, hidden] F32
+  kernels::Tensor q_proj_t_;              // [hidden, H·d]
+  kernels::Tensor q_conv_;                // [H·d, 1, K]
+  std::optional<kernels::Tensor> g_proj_;    // [H·d, hidden] (output gate)
+  std::optional<kernels::Tensor> g_proj_t_;  // [hidden, H·d]
+  kernels::Tensor o_norm_;                // [d]
+  kernels::Tensor o_proj_t_;              // [H·d, hidden]
+  int64_t pm_ = 0;                        // floats of M_mem per head
+};
+
+}  // namespace mcserve::engine
