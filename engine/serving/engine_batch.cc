@@ -25,8 +25,9 @@ int64_t Engine::ChunkEnd(const Request& r, int64_t budget) const {
 Engine::StepPlan Engine::BuildBatch(bool* admission_blocked) {
   StepPlan plan;
   int64_t budget = options_.max_batch_tokens;
-  auto add = [&plan](Request* r, std::span<const int32_t> tokens, bool all_logits) {
-    plan.chunks.push_back({.slot = r->slot, .tokens = tokens, .all_logits = all_logits});
+  // learn: prompt tokens are user-provided (they train an adaptive CMS); a decode's sampled token is not.
+  auto add = [&plan](Request* r, std::span<const int32_t> tokens, bool all_logits, bool learn) {
+    plan.chunks.push_back({.slot = r->slot, .tokens = tokens, .all_logits = all_logits, .learn = learn});
     plan.requests.push_back(r);
   };
   // 1. Decodes first, one token each, least recently scheduled first; a full channel waits.
@@ -38,7 +39,7 @@ Engine::StepPlan Engine::BuildBatch(bool* admission_blocked) {
                    [](const Request* a, const Request* b) { return a->last_scheduled < b->last_scheduled; });
   for (Request* r : decodes) {
     if (budget == 0) break;
-    add(r, std::span<const int32_t>(&r->next_input, 1), false);
+    add(r, std::span<const int32_t>(&r->next_input, 1), false, /*learn=*/false);
     --budget;
   }
   // 2. Prefill chunks of admitted requests, in admission order (FCFS).
@@ -46,7 +47,8 @@ Engine::StepPlan Engine::BuildBatch(bool* admission_blocked) {
     const int64_t start = runner_->position(r->slot), end = ChunkEnd(*r, budget);
     // The last chunk yields a token: it needs room in the channel like a decode.
     if (end == r->prompt_len() && !r->channel->HasRoom()) return;
-    add(r, std::span<const int32_t>(r->spec.prompt).subspan(start, end - start), r->spec.prompt_logprobs);
+    add(r, std::span<const int32_t>(r->spec.prompt).subspan(start, end - start), r->spec.prompt_logprobs,
+        /*learn=*/true);
     budget -= end - start;
   };
   for (auto& r : running_) {

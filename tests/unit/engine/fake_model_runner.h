@@ -98,6 +98,9 @@ class FakeModelRunner : public ModelRunner {
     std::set<int> seen;
     for (const SequenceChunk& s : batch) {
       if (!active_.count(s.slot) || !seen.insert(s.slot).second || s.tokens.empty()) ++violations_;
+      // Prompt tokens are user-provided (learn), a decode's sampled token never is.
+      const bool in_prompt = static_cast<int64_t>(history_[s.slot].size()) < begun_prompt_size_[s.slot];
+      if (s.learn != in_prompt) ++violations_;
       record.push_back({s.slot, static_cast<int64_t>(history_[s.slot].size()),
                         std::vector<int32_t>(s.tokens.begin(), s.tokens.end()), begun_prompt_size_[s.slot]});
     }
