@@ -121,7 +121,7 @@ absl::Status Model::RunBlock(const Block& b, Tensor& h, const MixerBatch& batch,
   MCSERVE_ASSIGN_OR_RETURN(Tensor mixed, NewF32(ctx_, h.shape()));
   MCSERVE_RETURN_IF_ERROR(b.mixer->Forward(ctx_, normed, batch, state, &mixed));
   MCSERVE_RETURN_IF_ERROR(kernels::Add(ctx_, {.a = &h, .b = &mixed, .out = &h}));
-  if (b.adaptive) return SaveRows(b, "cms_last_h", h, batch, state);
+  if (b.adaptive) return RunAdaptiveCms(b, h, batch, state);
   return RunFeedForward(ctx_, b.ffn, eps, h);
 }
 

@@ -63,7 +63,8 @@ class Model {
   // Runs the chunks (distinct slots) as one batch, updating their states. Returns logits
   // [R, vocab] on the model's device: per chunk in order, every row if all_logits else the last.
   // Token ids outside the vocabulary, or (gam without position clamping) a token position ≥
-  // block_size → InvalidArgument, before any state changes.
+  // block_size → InvalidArgument, before any state changes. With an adaptive CMS (hope cms_adaptive) the
+  // chunks run one token per slot per step, training the slots' CMS copies (model_adaptive.cc).
   absl::StatusOr<kernels::Tensor> Forward(std::span<const SequenceChunk> chunks, StatePool& pool) const;
 
  private:
@@ -86,10 +87,15 @@ class Model {
   absl::Status BeginAdaptiveToken(int slot, int32_t token, bool learn, StatePool& pool) const;
   // G += ∂L/∂θ of slot's saved last token, L = −log softmax(logits)[target].
   absl::Status LearnLastToken(int slot, int32_t target, StatePool& pool) const;
-  // Adaptive CMS, in RunBlock: saves each row of h [slots, H] as its slot's `name` ("cms_last_x" before
-  // the mixer, "cms_last_h" after it); after the mixer also runs each slot's CMS on its row.
+  // Token s of every chunk as one batch (ForwardAdaptive); its logits rows go to out [R, vocab].
+  absl::Status AdaptiveStep(std::span<const SequenceChunk> chunks, int64_t s, std::span<const int64_t> first_row,
+                            StatePool& pool, kernels::Tensor& out) const;
+  // Adaptive CMS, in RunBlock: saves each row of h [slots, H] as its slot's `name` ("cms_last_x": the block
+  // input, "cms_last_h": after the mixer).
   absl::Status SaveRows(const Block& b, const char* name, kernels::Tensor& h, const MixerBatch& batch,
                         LayerState& state) const;
+  // Adaptive CMS, in RunBlock: saves h [slots, H] as "cms_last_h", then runs each slot's CMS on its row.
+  absl::Status RunAdaptiveCms(const Block& b, kernels::Tensor& h, const MixerBatch& batch, LayerState& state) const;
 
   ModelConfig config_;
   std::unique_ptr<Tokenizer> tokenizer_;

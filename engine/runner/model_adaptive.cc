@@ -28,11 +28,17 @@ absl::Status Model::BindAdaptiveHead(WeightBinder& w) {
 absl::Status Model::SaveRows(const Block& b, const char* name, Tensor& h, const MixerBatch& batch,
                              LayerState& state) const {
   for (size_t i = 0; i < batch.slots.size(); ++i) {
-    Tensor row = h.Rows(static_cast<int64_t>(i), static_cast<int64_t>(i) + 1);  // [1, H]
+    const Tensor row = h.Rows(static_cast<int64_t>(i), static_cast<int64_t>(i) + 1);  // [1, H]
     MCSERVE_RETURN_IF_ERROR(b.adaptive->SaveLast(batch.slots[i], name, row, state));
-    if (std::string_view(name) == "cms_last_h") {
-      MCSERVE_RETURN_IF_ERROR(b.adaptive->Forward(ctx_, batch.slots[i], state, row));
-    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Model::RunAdaptiveCms(const Block& b, Tensor& h, const MixerBatch& batch, LayerState& state) const {
+  MCSERVE_RETURN_IF_ERROR(SaveRows(b, "cms_last_h", h, batch, state));
+  for (size_t i = 0; i < batch.slots.size(); ++i) {
+    Tensor row = h.Rows(static_cast<int64_t>(i), static_cast<int64_t>(i) + 1);  // [1, H]
+    MCSERVE_RETURN_IF_ERROR(b.adaptive->Forward(ctx_, batch.slots[i], state, row));
   }
   return absl::OkStatus();
 }
@@ -90,28 +96,33 @@ absl::StatusOr<Tensor> Model::ForwardAdaptive(std::span<const SequenceChunk> chu
     rows += c.all_logits ? static_cast<int64_t>(c.tokens.size()) : 1;
     longest = std::max<int64_t>(longest, c.tokens.size());
   }
-  MCSERVE_ASSIGN_OR_RETURN(Tensor out, NewF32(ctx_, {rows, config_.vocab_size}));
+  MCSERVE_ASSIGN_OR_RETURN(Tensor out, NewF32(ctx_, {rows, config_.vocab_size}));  // [R, vocab]
   for (int64_t s = 0; s < longest; ++s) {
-    std::vector<SequenceChunk> step;
-    std::vector<size_t> owner;
-    for (size_t i = 0; i < chunks.size(); ++i) {
-      const SequenceChunk& c = chunks[i];
-      if (s >= static_cast<int64_t>(c.tokens.size())) continue;
-      step.push_back({.slot = c.slot, .tokens = c.tokens.subspan(s, 1), .all_logits = true, .learn = c.learn});
-      owner.push_back(i);
-      MCSERVE_RETURN_IF_ERROR(BeginAdaptiveToken(c.slot, c.tokens[s], c.learn, pool));
-    }
-    MCSERVE_ASSIGN_OR_RETURN(Tensor logits, ForwardBatch(step, pool));  // [step, vocab]
-    for (size_t k = 0; k < step.size(); ++k) {
-      const SequenceChunk& c = chunks[owner[k]];
-      const bool last = s + 1 == static_cast<int64_t>(c.tokens.size());
-      if (!c.all_logits && !last) continue;
-      const int64_t row = first_row[owner[k]] + (c.all_logits ? s : 0);
-      Tensor dst = out.Rows(row, row + 1);
-      MCSERVE_RETURN_IF_ERROR(dst.CopyFrom(logits.Rows(static_cast<int64_t>(k), static_cast<int64_t>(k) + 1)));
-    }
+    MCSERVE_RETURN_IF_ERROR(AdaptiveStep(chunks, s, first_row, pool, out));
   }
   return out;
+}
+
+absl::Status Model::AdaptiveStep(std::span<const SequenceChunk> chunks, int64_t s, std::span<const int64_t> first_row,
+                                 StatePool& pool, Tensor& out) const {
+  std::vector<SequenceChunk> step;  // token s of every chunk that has one
+  std::vector<size_t> owner;
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    const SequenceChunk& c = chunks[i];
+    if (s >= static_cast<int64_t>(c.tokens.size())) continue;
+    step.push_back({.slot = c.slot, .tokens = c.tokens.subspan(s, 1), .all_logits = true, .learn = c.learn});
+    owner.push_back(i);
+    MCSERVE_RETURN_IF_ERROR(BeginAdaptiveToken(c.slot, c.tokens[s], c.learn, pool));
+  }
+  MCSERVE_ASSIGN_OR_RETURN(Tensor logits, ForwardBatch(step, pool));  // [step, vocab]
+  for (size_t k = 0; k < step.size(); ++k) {
+    const SequenceChunk& c = chunks[owner[k]];
+    if (!c.all_logits && s + 1 != static_cast<int64_t>(c.tokens.size())) continue;
+    const int64_t row = first_row[owner[k]] + (c.all_logits ? s : 0);
+    Tensor dst = out.Rows(row, row + 1);
+    MCSERVE_RETURN_IF_ERROR(dst.CopyFrom(logits.Rows(static_cast<int64_t>(k), static_cast<int64_t>(k) + 1)));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace mcserve::engine
