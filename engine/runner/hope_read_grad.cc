@@ -92,6 +92,21 @@ absl::Status HopeReadGrad::Read(const Context& ctx, const Tensor& q_pre, int slo
                                  .q_conv = &q_conv_, .memory = &memory, .dy = dy, .out = out});
 }
 
+absl::Status HopeReadGrad::OutputBackward(const Context& ctx, const Tensor& u, const Tensor& y_rows,
+                                          const Tensor& d_gated, Tensor* d_normed, std::optional<Tensor>* d_gate) const {
+  *d_normed = d_gated;
+  if (!g_proj_) return absl::OkStatus();
+  MCSERVE_ASSIGN_OR_RETURN(Tensor gate, Project(ctx, u, *g_proj_));  // [1, H·d]
+  MCSERVE_ASSIGN_OR_RETURN(Tensor gate_rows, gate.Reshape({heads_, d_}));
+  MCSERVE_ASSIGN_OR_RETURN(Tensor normed, NewF32(ctx, {heads_, d_}));
+  MCSERVE_RETURN_IF_ERROR(kernels::RmsNorm(ctx, {.x = &y_rows, .weight = &o_norm_, .eps = eps_, .out = &normed}));
+  MCSERVE_ASSIGN_OR_RETURN(*d_gate, NewF32(ctx, {1, heads_ * d_}));
+  MCSERVE_ASSIGN_OR_RETURN(Tensor d_gate_rows, (*d_gate)->Reshape({heads_, d_}));
+  MCSERVE_ASSIGN_OR_RETURN(*d_normed, NewF32(ctx, {heads_, d_}));
+  return kernels::GluBackward(
+      ctx, {.gate = &gate_rows, .up = &normed, .dm = &d_gated, .dgate = &d_gate_rows, .dup = d_normed});
+}
+
 absl::Status HopeReadGrad::Backward(const Context& ctx, const Tensor& u, const Tensor& dout, int slot,
                                     LayerState& state, Tensor* du) const {
   MCSERVE_ASSIGN_OR_RETURN(Tensor q_flat, Project(ctx, u, q_proj_));  // [1, H·d]
@@ -101,24 +116,15 @@ absl::Status HopeReadGrad::Backward(const Context& ctx, const Tensor& u, const T
   MCSERVE_ASSIGN_OR_RETURN(Tensor y_rows, y.Reshape({heads_, d_}));
   MCSERVE_ASSIGN_OR_RETURN(Tensor d_gated, Project(ctx, dout, o_proj_t_));  // [1, H·d] ∂L/∂(norm ⊙ gate)
   MCSERVE_ASSIGN_OR_RETURN(Tensor d_gated_rows, d_gated.Reshape({heads_, d_}));
-  Tensor d_normed = d_gated_rows;  // [H, d] ∂L/∂(RMSNorm_head(y)·o_norm)
-  std::optional<Tensor> d_gate;  // [1, H·d]
-  if (g_proj_) {
-    MCSERVE_ASSIGN_OR_RETURN(Tensor gate, Project(ctx, u, *g_proj_));  // [1, H·d]
-    MCSERVE_ASSIGN_OR_RETURN(Tensor gate_rows, gate.Reshape({heads_, d_}));
-    MCSERVE_ASSIGN_OR_RETURN(Tensor normed, NewF32(ctx, {heads_, d_}));
-    MCSERVE_RETURN_IF_ERROR(kernels::RmsNorm(ctx, {.x = &y_rows, .weight = &o_norm_, .eps = eps_, .out = &normed}));
-    MCSERVE_ASSIGN_OR_RETURN(d_gate, NewF32(ctx, {1, heads_ * d_}));
-    MCSERVE_ASSIGN_OR_RETURN(Tensor d_gate_rows, d_gate->Reshape({heads_, d_}));
-    MCSERVE_ASSIGN_OR_RETURN(d_normed, NewF32(ctx, {heads_, d_}));
-    MCSERVE_RETURN_IF_ERROR(kernels::GluBackward(ctx, {.gate = &gate_rows, .up = &normed, .dm = &d_gated_rows,
-                                                       .dgate = &d_gate_rows, .dup = &d_normed}));
-  }
-  MCSERVE_ASSIGN_OR_RETURN(Tensor dy, NewF32(ctx, {heads_, d_}));
-  MCSERVE_RETURN_IF_ERROR(kernels::RmsNormBackward(ctx, {.x = &y_rows, .weight = &o_norm_, .dy = &d_normed, .eps = eps_, .dx = &dy}));
-  MCSERVE_ASSIGN_OR_RETURN(Tensor dy3, dy.Reshape({1, heads_, d_}));
-  MCSERVE_ASSIGN_OR_RETURN(Tensor dq, NewF32(ctx, {1, heads_, d_}));
-  MCSERVE_RETURN_IF_ERROR(Read(ctx, q_pre, slot, state, &dy3, &dq));
+  Tensor d_normed;               // [H, d] ∂L/∂(RMSNorm_head(y)·o_norm)
+  std::optional<Tensor> d_gate;  // [1, H·d] ∂L/∂(g_proj u)
+  MCSERVE_RETURN_IF_ERROR(OutputBackward(ctx, u, y_rows, d_gated_rows, &d_normed, &d_gate));
+  MCSERVE_ASSIGN_OR_RETURN(Tensor dy, NewF32(ctx, {1, heads_, d_}));
+  MCSERVE_ASSIGN_OR_RETURN(Tensor dy_rows, dy.Reshape({heads_, d_}));
+  MCSERVE_RETURN_IF_ERROR(kernels::RmsNormBackward(
+      ctx, {.x = &y_rows, .weight = &o_norm_, .dy = &d_normed, .eps = eps_, .dx = &dy_rows}));
+  MCSERVE_ASSIGN_OR_RETURN(Tensor dq, NewF32(ctx, {1, heads_, d_}));  // ∂L/∂q~
+  MCSERVE_RETURN_IF_ERROR(Read(ctx, q_pre, slot, state, &dy, &dq));
   MCSERVE_ASSIGN_OR_RETURN(Tensor dq_flat, dq.Reshape({1, heads_ * d_}));
   MCSERVE_RETURN_IF_ERROR(kernels::Linear(ctx, {.x = &dq_flat, .w = &q_proj_t_, .out = du}));
   if (!d_gate) return absl::OkStatus();

@@ -44,6 +44,12 @@ class HopeReadGrad {
   absl::Status Read(const kernels::Context& ctx, const kernels::Tensor& q_pre, int slot, LayerState& state,
                     const kernels::Tensor* dy, kernels::Tensor* out) const;
 
+  // The output stage's backward: d_normed [H, d] = ∂L/∂(RMSNorm_head(y)·o_norm) and, with the gate,
+  // d_gate [1, H·d] = ∂L/∂(g_proj u), from d_gated [H, d] = ∂L/∂(the gated norm); y_rows [H, d].
+  absl::Status OutputBackward(const kernels::Context& ctx, const kernels::Tensor& u, const kernels::Tensor& y_rows,
+                              const kernels::Tensor& d_gated, kernels::Tensor* d_normed,
+                              std::optional<kernels::Tensor>* d_gate) const;
+
   int64_t heads_ = 0, d_ = 0, conv_size_ = 1;
   int expansion_ = 2;
   bool gelu_ = false, read_after_write_ = false, read_anchor_ = false;
