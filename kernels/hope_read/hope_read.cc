@@ -15,6 +15,22 @@ absl::Status Bad(const char* name, const Tensor* t, const std::string& want) {
 
 bool Is(const Tensor* t, const Shape& s) { return t != nullptr && t->dtype() == DType::kF32 && t->shape() == s; }
 
+// q_conv [H·d, 1, K] and window [n, K−1, H·d] for the query path; neither for a raw read.
+absl::Status ValidateQueryPath(const HopeReadArgs& a, int64_t n, int64_t hd) {
+  if (!a.query) {
+    if (a.q_conv == nullptr && a.window == nullptr) return absl::OkStatus();
+    return absl::InvalidArgumentError("HopeRead: a raw read (query false) takes no q_conv or window");
+  }
+  if (a.q_conv == nullptr || a.q_conv->rank() != 3 || a.q_conv->dim(2) < 1 || !Is(a.q_conv, {hd, 1, a.q_conv->dim(2)})) {
+    return Bad("q_conv", a.q_conv, "[H·d, 1, K]");
+  }
+  const int64_t k = a.q_conv->dim(2);
+  if (k > 1 ? !Is(a.window, {n, k - 1, hd}) : a.window != nullptr) {
+    return Bad("window", a.window, "[n, K−1, H·d] (null when K = 1)");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Validate(const Context& ctx, const HopeReadArgs& a) {
   const Tensor* q = a.q_pre;
   if (q == nullptr || q->dtype() != DType::kF32 || q->rank() != 3) return Bad("q_pre", q, "[n, H, d]");
@@ -23,12 +39,11 @@ absl::Status Validate(const Context& ctx, const HopeReadArgs& a) {
   if (a.activation != HopeActivation::kSilu && a.activation != HopeActivation::kGelu) {
     return absl::InvalidArgumentError("HopeRead: unknown activation");
   }
-  if (a.q_conv == nullptr || a.q_conv->rank() != 3 || a.q_conv->dim(2) < 1 || !Is(a.q_conv, {h * d, 1, a.q_conv->dim(2)})) {
-    return Bad("q_conv", a.q_conv, "[H·d, 1, K]");
+  MCSERVE_RETURN_IF_ERROR(ValidateQueryPath(a, n, h * d));
+  if (a.memory == nullptr || a.memory->rank() != 3 || !Is(a.memory, {n, h, a.memory->dim(2)}) ||
+      a.weights_offset < 0 || a.memory->dim(2) < a.weights_offset + 2 * e * d) {
+    return Bad("memory", a.memory, "[n, H, P ≥ weights_offset + 2·E·d]");
   }
-  const int64_t k = a.q_conv->dim(2);
-  if (k > 1 ? !Is(a.window, {n, k - 1, h * d}) : a.window != nullptr) return Bad("window", a.window, "[n, K−1, H·d] (null when K = 1)");
-  if (!Is(a.memory, {n, h, 2 * e * d})) return Bad("memory", a.memory, "[n, H, 2·E·d]");
   if (a.dy != nullptr && !Is(a.dy, q->shape())) return Bad("dy", a.dy, "[n, H, d]");
   if (!Is(a.out, q->shape())) return Bad("out", a.out, "[n, H, d]");
   MCSERVE_RETURN_IF_ERROR(CheckOnDevice("HopeRead", ctx.device,

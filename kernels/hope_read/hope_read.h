@@ -4,6 +4,8 @@
 // applied first, W1 [d, E]) the token's read used:
 //   p = Σ_{i<K−1} w_i win_i + w_{K−1} q~,  s = SiLU(p),  q = s / √(Σs² + 1e-6),  y = q + W1 σ(W2 q)
 // Forward: y. Backward (dy given): dq~ = ∂⟨dy, y⟩/∂q~ (only the current conv tap carries gradient).
+// With query false the read is of the input itself, y = x + W1 σ(W2 x) (M_q's read of the memory input
+// with adaptive_q), and the backward gives ∂⟨dy, y⟩/∂x.
 // Any thread; calls sharing a Context.pool must not overlap.
 #pragma once
 
@@ -17,10 +19,13 @@ namespace mcserve::kernels {
 struct HopeReadArgs {
   HopeActivation activation = HopeActivation::kSilu;  // σ of M_mem
   int expansion = 2;                                  // E = expansion·d
-  const Tensor* q_pre = nullptr;   // [n, H, d] F32 this token's pre-conv query q~
-  const Tensor* window = nullptr;  // [n, K−1, H·d] F32 the q conv window before the token (null when K = 1)
-  const Tensor* q_conv = nullptr;  // [H·d, 1, K] F32
-  const Tensor* memory = nullptr;  // [n, H, 2·E·d] F32 M_mem's weights the read used
+  bool query = true;               // the query path (q~ → conv → SiLU → L2); false: a raw read of q_pre
+  const Tensor* q_pre = nullptr;   // [n, H, d] F32 this token's pre-conv query q~ (raw read: its input x)
+  const Tensor* window = nullptr;  // [n, K−1, H·d] F32 the q conv window before the token (null when K = 1
+                                   // or for a raw read)
+  const Tensor* q_conv = nullptr;  // [H·d, 1, K] F32 (null for a raw read)
+  const Tensor* memory = nullptr;  // [n, H, P] F32 the weights the read used, at weights_offset in each row
+  int64_t weights_offset = 0;      // floats before the memory's W2 in each [P] row (P ≥ offset + 2·E·d)
   const Tensor* dy = nullptr;      // [n, H, d] F32 ∂L/∂y, or null for the forward
   Tensor* out = nullptr;           // [n, H, d] F32: y (forward) or dq~ (backward)
 };

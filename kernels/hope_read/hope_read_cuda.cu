@@ -19,6 +19,8 @@ constexpr int kBlock = 64;
 // The sizes of one call.
 struct Dims {
   int64_t n, heads, d, e, k;
+  int64_t p, offset;  // floats per head row of memory, and where the read's W2 starts in it
+  bool query;
 };
 
 // Item i = row·H + head < n·H.
@@ -29,9 +31,11 @@ __global__ void HopeReadKernel(const float* q_pre, const float* window, const fl
   const int64_t r = i / m.heads, h = i % m.heads, d = m.d;
   rm::ReadHead({.q_pre = q_pre + i * d,
                 .window = window ? window + r * (m.k - 1) * m.heads * d + h * d : nullptr,
-                .conv = conv + h * d * m.k, .w = memory + i * 2 * m.e * d, .dy = dy ? dy + i * d : nullptr,
+                .conv = conv ? conv + h * d * m.k : nullptr, .w = memory + i * m.p + m.offset,
+                .dy = dy ? dy + i * d : nullptr,
                 .work = work + i * (3 * d + 2 * m.e), .out = out + i * d, .stride = m.heads * d,
-                .d = static_cast<int>(d), .e = static_cast<int>(m.e), .k = static_cast<int>(m.k), .act = act});
+                .d = static_cast<int>(d), .e = static_cast<int>(m.e), .k = static_cast<int>(m.k), .act = act,
+                .query = m.query});
 }
 
 }  // namespace
@@ -44,11 +48,12 @@ using ::mcserve::kernels::MCSERVE_CUDA_NS::TakeLaunchStatus;
 absl::Status HopeReadCuda(const Context&, const HopeReadCall& call) {
   const HopeReadArgs& a = call.args;
   const Dims m{.n = a.q_pre->dim(0), .heads = a.q_pre->dim(1), .d = a.q_pre->dim(2),
-               .e = a.expansion * a.q_pre->dim(2), .k = a.q_conv->dim(2)};
+               .e = a.expansion * a.q_pre->dim(2), .k = a.query ? a.q_conv->dim(2) : 1, .p = a.memory->dim(2),
+               .offset = a.weights_offset, .query = a.query};
   if (m.n * m.heads == 0) return absl::OkStatus();
   MCSERVE_ASSIGN_OR_RETURN(cudaStream_t stream, KernelStream());
   MCSERVE_LAUNCH(HopeReadKernel, static_cast<int>((m.n * m.heads + kBlock - 1) / kBlock), kBlock, 0, stream)
-  (Data<float>(*a.q_pre), a.window ? Data<float>(*a.window) : nullptr, Data<float>(*a.q_conv),
+  (Data<float>(*a.q_pre), a.window ? Data<float>(*a.window) : nullptr, a.q_conv ? Data<float>(*a.q_conv) : nullptr,
    Data<float>(*a.memory), a.dy ? Data<float>(*a.dy) : nullptr, Data<float>(*call.work), Data<float>(*a.out), m,
    a.activation);
   return TakeLaunchStatus("HopeRead");

@@ -24,6 +24,7 @@ struct HopeReadHead {
   int64_t stride;       // H·d
   int d, e, k;
   HopeActivation act;
+  bool query;           // q~ → conv → SiLU → L2 before the read; false: read the input itself
 };
 
 // q = L2(SiLU(p)) into s (scaled in place), p kept; returns the norm √(Σs² + eps).
@@ -37,11 +38,16 @@ MCSERVE_HD float Query(const HopeReadHead& h, float* p, float* s) {
   return hm::L2Norm(s, h.d);
 }
 
-// Forward (dy null): out = y. Backward: out = dq~.
+// Forward (dy null): out = y. Backward: out = dq~ (query) or ∂⟨dy, y⟩/∂x (a raw read).
 MCSERVE_HD void ReadHead(const HopeReadHead& h) {
   const int d = h.d, e = h.e;
   float *p = h.work, *s = p + d, *dq = s + d, *z = dq + d, *b = z + e;
-  const float nrm = Query(h, p, s);
+  float nrm = 1.0f;  // a raw read: s = the input, no normalisation (x / 1 is exact)
+  if (h.query) {
+    nrm = Query(h, p, s);
+  } else {
+    for (int c = 0; c < d; ++c) s[c] = h.q_pre[c];
+  }
   // q_c = s_c / nrm is formed where used, so the scratch stays [3·d + 2·E].
   const float* w2 = h.w;
   const float* w1 = h.w + static_cast<int64_t>(e) * d;
@@ -69,6 +75,10 @@ MCSERVE_HD void ReadHead(const HopeReadHead& h) {
     for (int r = 0; r < e; ++r) acc += w2[r * d + c] * b[r];
     dq[c] = acc;
     sdq += s[c] * acc;
+  }
+  if (!h.query) {
+    for (int c = 0; c < d; ++c) h.out[c] = dq[c];
+    return;
   }
   const float inv = 1.0f / nrm, inv3 = inv * inv * inv;
   for (int c = 0; c < d; ++c) {  // ds = dq/‖s‖ − s⟨s, dq⟩/‖s‖³; dp = ds·SiLU'(p); dq~ = dp·w_{K−1}

@@ -75,7 +75,14 @@ TEST(CmsBackwardEmuTest, HopeReadMatchesCpu) {
           EXPECT_TRUE(HopeRead(Context{.device = dev}, {.activation = act, .expansion = 2, .q_pre = &qt,
                                                         .window = wt ? &*wt : nullptr, .q_conv = &ct, .memory = &mt,
                                                         .dy = backward ? &dyt : nullptr, .out = &out}).ok());
-          return *out.ToHostF32();
+          std::vector<float> all = *out.ToHostF32();
+          // The raw read of the same input at an offset (the memory holds 2·E·d floats: offset 0 only fits).
+          EXPECT_TRUE(HopeRead(Context{.device = dev}, {.activation = act, .expansion = 1, .query = false, .q_pre = &qt,
+                                                        .memory = &mt, .weights_offset = e * d,
+                                                        .dy = backward ? &dyt : nullptr, .out = &out}).ok());
+          const std::vector<float> raw = *out.ToHostF32();
+          all.insert(all.end(), raw.begin(), raw.end());
+          return all;
         }, backward ? "HopeRead backward" : "HopeRead forward");
       }
     }
