@@ -176,11 +176,6 @@ absl::Status ReadHopeConfig(const ConfigReader& r, ModelConfig& c) {
   MCSERVE_RETURN_IF_ERROR(CheckFixedChoices(r));
   MCSERVE_RETURN_IF_ERROR(ReadLevels(r, h));
   MCSERVE_ASSIGN_OR_RETURN(h.cms_adaptive, HopeBool(r, "cms_adaptive", false));
-  if (h.AdaptiveCms() && h.adaptive_q) {
-    return absl::UnimplementedError(absl::StrCat(
-        r.source(), ": hope: \"adaptive_q\": true is not supported with \"cms_adaptive\": true (test-time training "
-                    "of the CMS through M_q's read)"));
-  }
   if (h.cms_adaptive && c.memory_caching) {
     return absl::UnimplementedError(absl::StrCat(
         r.source(), ": hope: \"memory_caching\" is not defined with \"cms_adaptive\": true"));

@@ -35,10 +35,6 @@ absl::Status CopySlots(const MixerBatch& batch, LayerState& state, const char* f
 
 absl::StatusOr<HopeReadGrad> HopeReadGrad::Bind(const ModelConfig& c, const WeightBinder& w, int layer) {
   const HopeConfig& h = c.hope;
-  if (h.adaptive_q) {
-    return absl::UnimplementedError(absl::StrCat("layer ", layer, ": hope: \"adaptive_q\": true is not supported with "
-                                                 "\"cms_adaptive\": true (M_q's read would carry gradient)"));
-  }
   const Context ctx{.device = w.device()};
   const std::string attn = absl::StrCat("model.layers.", layer, ".attn.");
   HopeReadGrad g;
@@ -50,10 +46,20 @@ absl::StatusOr<HopeReadGrad> HopeReadGrad::Bind(const ModelConfig& c, const Weig
   g.read_after_write_ = h.read_after_write;
   g.read_anchor_ = h.readout_anchor;
   g.eps_ = c.norm_eps;
-  g.pm_ = 2 * h.memory_expansion * c.head_k_dim * c.head_k_dim;
-  const int64_t hd = g.heads_ * g.d_;
-  MCSERVE_ASSIGN_OR_RETURN(g.q_proj_, w.Float(attn + "q_proj.weight", {hd, c.hidden_size}));
-  MCSERVE_ASSIGN_OR_RETURN(g.q_proj_t_, Transposed(ctx, g.q_proj_));
+  const int64_t d = c.head_k_dim, e = h.memory_expansion * d, hd = g.heads_ * g.d_;
+  g.pm_ = 2 * e * d;
+  g.adaptive_q_ = h.adaptive_q;
+  g.q_offset_ = 2 * (2 * e * d) + 2 * (e * d + e);  // after k, v (2·E·d each), eta, alpha (E·d + E each)
+  g.pf_ = g.q_offset_ + (h.adaptive_q ? 2 * e * d : 0);
+  if (h.adaptive_q) {
+    if (h.memory_input_proj) {
+      MCSERVE_ASSIGN_OR_RETURN(g.in_proj_, w.Float(attn + "in_proj.weight", {hd, c.hidden_size}));
+      MCSERVE_ASSIGN_OR_RETURN(g.in_proj_t_, Transposed(ctx, *g.in_proj_));
+    }
+  } else {
+    MCSERVE_ASSIGN_OR_RETURN(g.q_proj_, w.Float(attn + "q_proj.weight", {hd, c.hidden_size}));
+    MCSERVE_ASSIGN_OR_RETURN(g.q_proj_t_, Transposed(ctx, *g.q_proj_));
+  }
   MCSERVE_ASSIGN_OR_RETURN(g.q_conv_, w.Float(attn + "q_conv1d.weight", {hd, 1, c.conv_size}));
   if (h.output_gate) {
     MCSERVE_ASSIGN_OR_RETURN(g.g_proj_, w.Float(attn + "g_proj.weight", {hd, c.hidden_size}));
@@ -68,6 +74,7 @@ absl::StatusOr<HopeReadGrad> HopeReadGrad::Bind(const ModelConfig& c, const Weig
 void HopeReadGrad::AddStateSpecs(std::vector<StateSpec>* specs) const {
   specs->push_back({"read_memory", {heads_, pm_}});
   if (conv_size_ > 1) specs->push_back({"read_conv_q", {conv_size_ - 1, heads_ * d_}});
+  if (adaptive_q_) specs->push_back({"read_fast_anchor", {heads_, pf_}});
 }
 
 absl::Status HopeReadGrad::SaveBeforeScan(const MixerBatch& batch, LayerState& state) const {
@@ -77,6 +84,7 @@ absl::Status HopeReadGrad::SaveBeforeScan(const MixerBatch& batch, LayerState& s
 }
 
 absl::Status HopeReadGrad::SaveAfterScan(const MixerBatch& batch, LayerState& state) const {
+  if (adaptive_q_) MCSERVE_RETURN_IF_ERROR(CopySlots(batch, state, "fast_anchor", "read_fast_anchor"));
   if (read_anchor_) return CopySlots(batch, state, "mem_anchor", "read_memory");
   if (read_after_write_) return CopySlots(batch, state, "memory", "read_memory");
   return absl::OkStatus();
@@ -90,6 +98,40 @@ absl::Status HopeReadGrad::Read(const Context& ctx, const Tensor& q_pre, int slo
   return kernels::HopeRead(ctx, {.activation = gelu_ ? kernels::HopeActivation::kGelu : kernels::HopeActivation::kSilu,
                                  .expansion = expansion_, .q_pre = &q_pre, .window = window ? &*window : nullptr,
                                  .q_conv = &q_conv_, .memory = &memory, .dy = dy, .out = out});
+}
+
+absl::Status HopeReadGrad::ReadMq(const Context& ctx, const Tensor& x, int slot, LayerState& state, const Tensor* dy,
+                                  Tensor* out) const {
+  const Tensor anchors = state.at("read_fast_anchor").Rows(slot, slot + 1);  // [1, H, Pf]
+  return kernels::HopeRead(ctx, {.activation = gelu_ ? kernels::HopeActivation::kGelu : kernels::HopeActivation::kSilu,
+                                 .expansion = expansion_, .query = false, .q_pre = &x, .memory = &anchors,
+                                 .weights_offset = q_offset_, .dy = dy, .out = out});
+}
+
+absl::Status HopeReadGrad::PreQuery(const Context& ctx, const Tensor& u, int slot, LayerState& state, Tensor* q_pre,
+                                    Tensor* x) const {
+  if (!adaptive_q_) {
+    MCSERVE_ASSIGN_OR_RETURN(Tensor q_flat, Project(ctx, u, *q_proj_));  // [1, H·d]
+    MCSERVE_ASSIGN_OR_RETURN(*q_pre, q_flat.Reshape({1, heads_, d_}));
+    return absl::OkStatus();
+  }
+  MCSERVE_ASSIGN_OR_RETURN(Tensor x_flat, in_proj_ ? Project(ctx, u, *in_proj_) : absl::StatusOr<Tensor>(u));
+  MCSERVE_ASSIGN_OR_RETURN(*x, x_flat.Reshape({1, heads_, d_}));
+  MCSERVE_ASSIGN_OR_RETURN(*q_pre, NewF32(ctx, {1, heads_, d_}));
+  return ReadMq(ctx, *x, slot, state, nullptr, q_pre);
+}
+
+absl::Status HopeReadGrad::PreQueryBackward(const Context& ctx, const Tensor& x, const Tensor& dq, int slot,
+                                            LayerState& state, Tensor* du) const {
+  if (!adaptive_q_) {
+    MCSERVE_ASSIGN_OR_RETURN(Tensor dq_flat, dq.Reshape({1, heads_ * d_}));
+    return kernels::Linear(ctx, {.x = &dq_flat, .w = &*q_proj_t_, .out = du});
+  }
+  MCSERVE_ASSIGN_OR_RETURN(Tensor dx, NewF32(ctx, {1, heads_, d_}));  // ∂L/∂x through M_q's read
+  MCSERVE_RETURN_IF_ERROR(ReadMq(ctx, x, slot, state, &dq, &dx));
+  MCSERVE_ASSIGN_OR_RETURN(Tensor dx_flat, dx.Reshape({1, heads_ * d_}));
+  if (!in_proj_) return du->CopyFrom(dx_flat);
+  return kernels::Linear(ctx, {.x = &dx_flat, .w = &*in_proj_t_, .out = du});
 }
 
 absl::Status HopeReadGrad::OutputBackward(const Context& ctx, const Tensor& u, const Tensor& y_rows,
@@ -109,8 +151,8 @@ absl::Status HopeReadGrad::OutputBackward(const Context& ctx, const Tensor& u, c
 
 absl::Status HopeReadGrad::Backward(const Context& ctx, const Tensor& u, const Tensor& dout, int slot,
                                     LayerState& state, Tensor* du) const {
-  MCSERVE_ASSIGN_OR_RETURN(Tensor q_flat, Project(ctx, u, q_proj_));  // [1, H·d]
-  MCSERVE_ASSIGN_OR_RETURN(Tensor q_pre, q_flat.Reshape({1, heads_, d_}));
+  Tensor q_pre, x;  // [1, H, d] q~ and (adaptive_q) the memory input
+  MCSERVE_RETURN_IF_ERROR(PreQuery(ctx, u, slot, state, &q_pre, &x));
   MCSERVE_ASSIGN_OR_RETURN(Tensor y, NewF32(ctx, {1, heads_, d_}));
   MCSERVE_RETURN_IF_ERROR(Read(ctx, q_pre, slot, state, nullptr, &y));
   MCSERVE_ASSIGN_OR_RETURN(Tensor y_rows, y.Reshape({heads_, d_}));
@@ -125,8 +167,7 @@ absl::Status HopeReadGrad::Backward(const Context& ctx, const Tensor& u, const T
       ctx, {.x = &y_rows, .weight = &o_norm_, .dy = &d_normed, .eps = eps_, .dx = &dy_rows}));
   MCSERVE_ASSIGN_OR_RETURN(Tensor dq, NewF32(ctx, {1, heads_, d_}));  // ∂L/∂q~
   MCSERVE_RETURN_IF_ERROR(Read(ctx, q_pre, slot, state, &dy, &dq));
-  MCSERVE_ASSIGN_OR_RETURN(Tensor dq_flat, dq.Reshape({1, heads_ * d_}));
-  MCSERVE_RETURN_IF_ERROR(kernels::Linear(ctx, {.x = &dq_flat, .w = &q_proj_t_, .out = du}));
+  MCSERVE_RETURN_IF_ERROR(PreQueryBackward(ctx, x, dq, slot, state, du));
   if (!d_gate) return absl::OkStatus();
   return kernels::Linear(ctx, {.x = &*d_gate, .w = &*g_proj_t_, .out = du, .accumulate = true});
 }

@@ -2,9 +2,10 @@
 // `hope`, cms_adaptive). The fast weights and conv history are stop-gradient, so a token's output
 // o = o_proj(RMSNorm_head(y)·o_norm ⊙ SiLU(g_proj u)) depends on its normed input u only through
 //   q~ = q_proj u → q = L2(SiLU(conv)) → y = M_mem(q; W frozen)   and   g = g_proj u.
-// The mixer saves, per slot, the conv window and M_mem's weights its last token read with
-// (SaveBeforeScan / SaveAfterScan); Backward maps ∂L/∂o of that token to ∂L/∂u. Bound while loading;
-// the rest from the engine loop thread.
+// With adaptive_q, q~ = M_q(x; anchor) (x = u per head, or in_proj u) replaces q_proj u, and the path
+// continues through M_q's read with its anchor frozen. The mixer saves, per slot, the conv window, M_mem's
+// weights its last token read with and (adaptive_q) the fast anchors (SaveBeforeScan / SaveAfterScan);
+// Backward maps ∂L/∂o of that token to ∂L/∂u. Bound while loading; the rest from the engine loop thread.
 #pragma once
 
 #include <optional>
@@ -22,16 +23,17 @@ namespace mcserve::engine {
 
 class HopeReadGrad {
  public:
-  // Layer `layer`'s weights of the path (F32 copies and their transposes). Unimplemented with
-  // adaptive_q (M_q's read would carry gradient too; not supported with cms_adaptive).
+  // Layer `layer`'s weights of the path (F32 copies and their transposes).
   static absl::StatusOr<HopeReadGrad> Bind(const ModelConfig& c, const WeightBinder& w, int layer);
 
-  // Appends the per-slot snapshots: read_memory [H, Pm] and, when conv_size > 1, read_conv_q [K−1, H·d].
+  // Appends the per-slot snapshots: read_memory [H, Pm], when conv_size > 1 read_conv_q [K−1, H·d], and
+  // with adaptive_q read_fast_anchor [H, Pf].
   void AddStateSpecs(std::vector<StateSpec>* specs) const;
   // Before the memory scan of a batch of one token per slot (after the slots' restarts): saves the conv
   // window, and M_mem's running weights when the read happens before the write.
   absl::Status SaveBeforeScan(const MixerBatch& batch, LayerState& state) const;
-  // After the scan: saves the weights of an after_write read (memory) or a mode-A read (mem_anchor).
+  // After the scan: saves the weights of an after_write read (memory) or a mode-A read (mem_anchor), and
+  // with adaptive_q the fast anchors the producers used.
   absl::Status SaveAfterScan(const MixerBatch& batch, LayerState& state) const;
 
   // du [1, hidden] ← ∂L/∂u of slot `slot`'s last token, given its normed input u [1, hidden] and
@@ -40,6 +42,16 @@ class HopeReadGrad {
                         LayerState& state, kernels::Tensor* du) const;
 
  private:
+  // The pre-query q~ [1, H, d] of normed input u [1, hidden]: q_proj u, or M_q(x) (adaptive_q; x [1, H, d]
+  // the memory input, returned for the backward).
+  absl::Status PreQuery(const kernels::Context& ctx, const kernels::Tensor& u, int slot, LayerState& state,
+                        kernels::Tensor* q_pre, kernels::Tensor* x) const;
+  // du [1, hidden] ← ∂L/∂u from dq [1, H, d] = ∂L/∂q~ (through q_proj, or M_q's read and in_proj).
+  absl::Status PreQueryBackward(const kernels::Context& ctx, const kernels::Tensor& x, const kernels::Tensor& dq,
+                                int slot, LayerState& state, kernels::Tensor* du) const;
+  // M_q's raw read of x [1, H, d] with the saved anchor: y (dy null) or ∂⟨dy, y⟩/∂x into out [1, H, d].
+  absl::Status ReadMq(const kernels::Context& ctx, const kernels::Tensor& x, int slot, LayerState& state,
+                      const kernels::Tensor* dy, kernels::Tensor* out) const;
   // y [1, H, d] = M_mem(q; saved weights) and dq~ [1, H, d] given dy (null: forward only).
   absl::Status Read(const kernels::Context& ctx, const kernels::Tensor& q_pre, int slot, LayerState& state,
                     const kernels::Tensor* dy, kernels::Tensor* out) const;
@@ -54,8 +66,12 @@ class HopeReadGrad {
   int expansion_ = 2;
   bool gelu_ = false, read_after_write_ = false, read_anchor_ = false;
   float eps_ = 1e-6f;
-  kernels::Tensor q_proj_;                // [H·d, hidden] F32
-  kernels::Tensor q_proj_t_;              // [hidden, H·d]
+  std::optional<kernels::Tensor> q_proj_;    // [H·d, hidden] F32 (unless adaptive_q)
+  std::optional<kernels::Tensor> q_proj_t_;  // [hidden, H·d]
+  std::optional<kernels::Tensor> in_proj_;   // [H·d, hidden] F32 (adaptive_q with memory_input proj)
+  std::optional<kernels::Tensor> in_proj_t_; // [hidden, H·d]
+  bool adaptive_q_ = false;
+  int64_t pf_ = 0, q_offset_ = 0;         // floats per head of the fast memories, and where M_q starts
   kernels::Tensor q_conv_;                // [H·d, 1, K]
   std::optional<kernels::Tensor> g_proj_;    // [H·d, hidden] (output gate)
   std::optional<kernels::Tensor> g_proj_t_;  // [hidden, H·d]

@@ -3,26 +3,34 @@
 // 7, 64 and sizes that cut both periods at every phase) is bit-identical to token-by-token decode;
 // generated tokens do not train the CMS (the reference's greedy ids when they would differ); the
 // learn flag of a chunk decides whether the position before it trains; a reset slot starts again
-// from the checkpoint weights (Reset clears Δθ, G and the saved token).
+// from the checkpoint weights (Reset clears Δθ, G and the saved token); with adaptive_q, M_q on the head
+// slices of u trains exactly as on an identity in_proj (the fixture pins the in_proj path).
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
+#include "engine/model/safetensors.h"
 #include "engine/runner/model.h"
 #include "fixture_util.h"
 #include "gtest/gtest.h"
+#include "tests/unit/engine/model_test_util.h"
 #include "tests/unit/engine/reference_generate.h"
 
 namespace mcserve::engine {
 namespace {
 
-using testing::FixtureDir;
-using testing::RelativeError;
+namespace fx = ::mcserve::testing;  // the fixture helpers (fixture_util.h, reference_generate.h)
+using fx::FixtureDir;
+using fx::RelativeError;
 
 constexpr char kFixture[] = "hope_adaptive";
 
 // The golden prompt followed by deterministic ids up to 70 tokens.
 std::vector<int32_t> LongSequence(int64_t vocab) {
-  std::vector<int32_t> ids = testing::LoadGolden(kFixture).prompt_ids;
+  std::vector<int32_t> ids = fx::LoadGolden(kFixture).prompt_ids;
   for (int i = 0; ids.size() < 70; ++i) ids.push_back(static_cast<int32_t>(3 + (37 * i + 11) % (vocab - 3)));
   return ids;
 }
@@ -83,22 +91,22 @@ TEST_F(HopeAdaptiveTest, TrainingChangesTheLogits) {
 }
 
 TEST_F(HopeAdaptiveTest, GeneratedTokensDoNotTrain) {
-  const testing::Golden golden = testing::LoadGolden(kFixture);
+  const fx::Golden golden = fx::LoadGolden(kFixture);
   auto file = SafetensorsFile::Open(FixtureDir(kFixture) + "/golden.safetensors");
   ASSERT_TRUE(file.ok()) << file.status();
-  const std::vector<int32_t> would_train = testing::ReadEntry<int32_t>(**file, "greedy_ids_learning_generated");
+  const std::vector<int32_t> would_train = fx::ReadEntry<int32_t>(**file, "greedy_ids_learning_generated");
   ASSERT_EQ(would_train.size(), golden.greedy_ids.size());
   ASSERT_NE(would_train, golden.greedy_ids);  // the fixture tells the two apart
   auto pool = model_->NewStatePool(1);
   ASSERT_TRUE(pool.ok());
-  const testing::GenerateOptions options{.max_tokens = static_cast<int>(golden.greedy_ids.size()), .prefill_chunk = 5,
+  const fx::GenerateOptions options{.max_tokens = static_cast<int>(golden.greedy_ids.size()), .prefill_chunk = 5,
                                          .stop_at_eos = false, .sampling = {.temperature = 0.0f}};
-  auto generated = testing::Generate(*model_, *pool, 0, golden.prompt_ids, options);  // decodes with learn = false
+  auto generated = fx::Generate(*model_, *pool, 0, golden.prompt_ids, options);  // decodes with learn = false
   ASSERT_TRUE(generated.ok()) << generated.status();
   EXPECT_EQ(*generated, golden.greedy_ids);
   // Feeding the same tokens back as if user-provided trains on them: the reference's other run.
   ASSERT_TRUE(pool->Reset(0).ok());
-  auto last = testing::Prefill(*model_, *pool, 0, golden.prompt_ids, 64);
+  auto last = fx::Prefill(*model_, *pool, 0, golden.prompt_ids, 64);
   ASSERT_TRUE(last.ok());
   std::vector<int32_t> learned_ids;
   for (size_t i = 0; i < would_train.size(); ++i) {
@@ -119,6 +127,66 @@ TEST_F(HopeAdaptiveTest, AResetSlotForgetsWhatItLearned) {
   ASSERT_FALSE(Logits(*model_, *pool, 0, LongSequence(model_->config().vocab_size), 4).empty());
   ASSERT_TRUE(pool->Reset(0).ok());
   EXPECT_EQ(Logits(*model_, *pool, 0, ids_, 9), fresh);
+}
+
+// Copies fixture `name` into `dir` with every in_proj.weight [H·d, hidden] set to the identity and, when
+// `heads`, config.json's memory_input switched to slice (head slices of u; the in_proj tensors go unused).
+void WriteIdentityInProjCopy(const std::string& name, const std::string& dir, bool heads) {
+  for (const auto& f : std::filesystem::directory_iterator(FixtureDir(name))) {
+    std::filesystem::copy_file(f.path(), dir + "/" + f.path().filename().string());
+  }
+  const std::string path = dir + "/model.safetensors";
+  std::ifstream in(path, std::ios::binary);
+  std::string image((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  in.close();
+  auto layout = ParseSafetensorsImage(image, path);
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  int patched = 0;
+  for (const SafetensorsEntry& e : layout->entries) {
+    if (!e.name.ends_with(".attn.in_proj.weight")) continue;
+    ASSERT_EQ(e.shape[0], e.shape[1]);
+    for (int64_t i = 0; i < e.shape[0]; ++i) {
+      for (int64_t j = 0; j < e.shape[1]; ++j) {
+        const float v = i == j ? 1.0f : 0.0f;
+        std::memcpy(image.data() + layout->data_offset + e.begin + (i * e.shape[1] + j) * sizeof(float), &v, sizeof(v));
+      }
+    }
+    ++patched;
+  }
+  ASSERT_GT(patched, 0);
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << image;
+  if (!heads) return;
+  std::ifstream cin(dir + "/config.json");
+  std::string config((std::istreambuf_iterator<char>(cin)), std::istreambuf_iterator<char>());
+  cin.close();
+  const std::string from = "\"memory_input\": \"proj\"";
+  const size_t at = config.find(from);
+  ASSERT_NE(at, std::string::npos);
+  config.replace(at, from.size(), "\"memory_input\": \"slice\"");
+  std::ofstream(dir + "/config.json", std::ios::trunc) << config;
+}
+
+TEST(HopeAdaptiveQTest, HeadSlicesTrainAsAnIdentityInProj) {
+  const char* fixture = "hope_adaptive_q_after_write";
+  testing::TempDir proj_dir, heads_dir;
+  WriteIdentityInProjCopy(fixture, proj_dir.path(), /*heads=*/false);
+  WriteIdentityInProjCopy(fixture, heads_dir.path(), /*heads=*/true);
+  auto proj = Model::Load(proj_dir.path(), {.num_threads = 1});
+  auto heads = Model::Load(heads_dir.path(), {.num_threads = 1});
+  ASSERT_TRUE(proj.ok()) << proj.status();
+  ASSERT_TRUE(heads.ok()) << heads.status();
+  ASSERT_TRUE((*heads)->config().hope.adaptive_q && !(*heads)->config().hope.memory_input_proj);
+  ASSERT_TRUE((*proj)->config().hope.memory_input_proj && (*proj)->config().hope.AdaptiveCms());
+  const std::vector<int32_t> ids = LongSequence((*proj)->config().vocab_size);
+  auto proj_pool = (*proj)->NewStatePool(1);
+  auto heads_pool = (*heads)->NewStatePool(1);
+  ASSERT_TRUE(proj_pool.ok() && heads_pool.ok());
+  const std::vector<float> a = Logits(**proj, *proj_pool, 0, ids, 7);
+  const std::vector<float> b = Logits(**heads, *heads_pool, 0, ids, 7);
+  EXPECT_LE(RelativeError(b, a), 1e-6);
+  // ... and the training matters: the same ids without learning differ.
+  ASSERT_TRUE(heads_pool->Reset(0).ok());
+  EXPECT_GT(RelativeError(Logits(**heads, *heads_pool, 0, ids, 7, [](size_t) { return false; }), a), 1e-2);
 }
 
 }  // namespace

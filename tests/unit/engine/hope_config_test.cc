@@ -163,7 +163,7 @@ TEST(HopeConfigTest, CmsLevelsAndRequiredKeys) {
   }
 }
 
-TEST(HopeConfigTest, AdaptiveCmsIsServedExceptWithAdaptiveQ) {
+TEST(HopeConfigTest, AdaptiveCmsIsServed) {
   const std::string head = R"({"model_type":"hope","hidden_size":32,"num_hidden_layers":2,"num_heads":2,)"
                            R"("head_dim":16,"vocab_size":320,"cms_adaptive":true,)";
   const std::string levels = R"("cms_levels":[{"chunk_size":4,"intermediate_size":8,"lr":0.5},)"
@@ -172,11 +172,9 @@ TEST(HopeConfigTest, AdaptiveCmsIsServedExceptWithAdaptiveQ) {
   EXPECT_TRUE(c.hope.AdaptiveCms());
   EXPECT_TRUE(c.hope.Adapts(c.hope.cms_levels[0]));
   EXPECT_FALSE(c.hope.Adapts(c.hope.cms_levels[1]));  // lr 0: static
-  // M_q's read would carry the gradient too: refused, naming both fields.
-  EXPECT_TRUE(HasError(ParseError(head + R"("adaptive_q":true,)" + levels), absl::StatusCode::kUnimplemented,
-                       {kSource, "adaptive_q", "cms_adaptive"}));
-  // With every lr 0 the adaptive model is the static one (adaptive_q allowed).
-  const ModelConfig still = MustParse(Config(R"("cms_adaptive":true,"adaptive_q":true)"));
+  EXPECT_TRUE(MustParse(head + R"("adaptive_q":true,)" + levels).hope.AdaptiveCms());
+  // With every lr 0 the adaptive model is the static one.
+  const ModelConfig still = MustParse(Config(R"("cms_adaptive":true)"));
   EXPECT_TRUE(still.hope.cms_adaptive);
   EXPECT_FALSE(still.hope.AdaptiveCms());
 }

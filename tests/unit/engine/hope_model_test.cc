@@ -67,7 +67,7 @@ TEST_P(HopeModelTest, AReusedSlotStartsFromTheLearnedInitialWeights) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, HopeModelTest,
                          ::testing::Values("hope", "hope_variants", "hope_anchor_momentum", "hope_adaptive",
-                                           "hope_adaptive_variants", "hope_adaptive_after_write"));
+                                           "hope_adaptive_variants", "hope_adaptive_q_after_write"));
 
 }  // namespace
 }  // namespace mcserve::engine
