@@ -4,6 +4,7 @@
 #include "base/status_macros.h"
 #include "engine/runner/mixer_ops.h"
 #include "kernels/cms_backward/cms_backward.h"
+#include "kernels/hope_memory/hope_memory.h"
 #include "kernels/hope_read/hope_read.h"
 #include "kernels/linear/linear.h"
 #include "kernels/rms_norm/rms_norm.h"
@@ -46,20 +47,15 @@ absl::StatusOr<HopeReadGrad> HopeReadGrad::Bind(const ModelConfig& c, const Weig
   g.read_after_write_ = h.read_after_write;
   g.read_anchor_ = h.readout_anchor;
   g.eps_ = c.norm_eps;
-  const int64_t d = c.head_k_dim, e = h.memory_expansion * d, hd = g.heads_ * g.d_;
-  g.pm_ = 2 * e * d;
-  g.adaptive_q_ = h.adaptive_q;
-  g.q_offset_ = 2 * (2 * e * d) + 2 * (e * d + e);  // after k, v (2·E·d each), eta, alpha (E·d + E each)
-  g.pf_ = g.q_offset_ + (h.adaptive_q ? 2 * e * d : 0);
-  if (h.adaptive_q) {
-    if (h.memory_input_proj) {
-      MCSERVE_ASSIGN_OR_RETURN(g.in_proj_, w.Float(attn + "in_proj.weight", {hd, c.hidden_size}));
-      MCSERVE_ASSIGN_OR_RETURN(g.in_proj_t_, Transposed(ctx, *g.in_proj_));
-    }
-  } else {
-    MCSERVE_ASSIGN_OR_RETURN(g.q_proj_, w.Float(attn + "q_proj.weight", {hd, c.hidden_size}));
-    MCSERVE_ASSIGN_OR_RETURN(g.q_proj_t_, Transposed(ctx, *g.q_proj_));
-  }
+  const int64_t hd = g.heads_ * g.d_;
+  kernels::HopeMemoryOptions layout;  // the packed layout of "memory" and "fast" (kernels/hope_memory)
+  layout.head_dim = static_cast<int>(g.d_);
+  layout.expansion = g.expansion_;
+  g.pm_ = kernels::HopeMemParams(layout);
+  g.q_offset_ = kernels::HopeFastParams(layout);  // k, v, eta, alpha; then M_q with adaptive_q
+  layout.adaptive_q = g.adaptive_q_ = h.adaptive_q;
+  g.pf_ = kernels::HopeFastParams(layout);
+  MCSERVE_RETURN_IF_ERROR(g.BindPreQuery(c, w, attn));
   MCSERVE_ASSIGN_OR_RETURN(g.q_conv_, w.Float(attn + "q_conv1d.weight", {hd, 1, c.conv_size}));
   if (h.output_gate) {
     MCSERVE_ASSIGN_OR_RETURN(g.g_proj_, w.Float(attn + "g_proj.weight", {hd, c.hidden_size}));
@@ -69,6 +65,19 @@ absl::StatusOr<HopeReadGrad> HopeReadGrad::Bind(const ModelConfig& c, const Weig
   MCSERVE_ASSIGN_OR_RETURN(Tensor o_proj, w.Float(attn + "o_proj.weight", {c.hidden_size, hd}));
   MCSERVE_ASSIGN_OR_RETURN(g.o_proj_t_, Transposed(ctx, o_proj));
   return g;
+}
+
+absl::Status HopeReadGrad::BindPreQuery(const ModelConfig& c, const WeightBinder& w, const std::string& attn) {
+  const Context ctx{.device = w.device()};
+  const int64_t hd = heads_ * d_;
+  if (!adaptive_q_) {
+    MCSERVE_ASSIGN_OR_RETURN(q_proj_, w.Float(attn + "q_proj.weight", {hd, c.hidden_size}));
+    MCSERVE_ASSIGN_OR_RETURN(q_proj_t_, Transposed(ctx, *q_proj_));
+  } else if (c.hope.memory_input_proj) {
+    MCSERVE_ASSIGN_OR_RETURN(in_proj_, w.Float(attn + "in_proj.weight", {hd, c.hidden_size}));
+    MCSERVE_ASSIGN_OR_RETURN(in_proj_t_, Transposed(ctx, *in_proj_));
+  }
+  return absl::OkStatus();
 }
 
 void HopeReadGrad::AddStateSpecs(std::vector<StateSpec>* specs) const {

@@ -42,6 +42,8 @@ class HopeReadGrad {
                         LayerState& state, kernels::Tensor* du) const;
 
  private:
+  // Binds q_proj (and its transpose), or with adaptive_q and memory_input proj in_proj, under `attn`.
+  absl::Status BindPreQuery(const ModelConfig& c, const WeightBinder& w, const std::string& attn);
   // The pre-query q~ [1, H, d] of normed input u [1, hidden]: q_proj u, or M_q(x) (adaptive_q; x [1, H, d]
   // the memory input, returned for the backward).
   absl::Status PreQuery(const kernels::Context& ctx, const kernels::Tensor& u, int slot, LayerState& state,
