@@ -70,6 +70,7 @@ int main(int argc, char** argv) {
       const float* row = host.data() + b * vocab;
       next[b] = static_cast<int32_t>(std::max_element(row, row + vocab) - row);
       chunks[b].tokens = {&next[b], 1};
+      chunks[b].learn = false;  // sampled tokens never train an adaptive CMS
     }
     return true;
   };

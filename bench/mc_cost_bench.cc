@@ -108,7 +108,7 @@ int main(int argc, char** argv) {
   const std::vector<float> last = *logits->ToHostF32();
   int32_t next = static_cast<int32_t>(std::max_element(last.begin(), last.end()) - last.begin());
   auto step = [&]() -> absl::Status {
-    SequenceChunk c{.slot = 0, .tokens = {&next, 1}};
+    SequenceChunk c{.slot = 0, .tokens = {&next, 1}, .learn = false};  // a sampled token
     auto out = (*model)->Forward({&c, 1}, *pool);
     if (!out.ok()) return out.status();
     auto host = *out->ToHostF32();

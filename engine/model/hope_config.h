@@ -39,6 +39,16 @@ struct HopeConfig {
   bool cms_adaptive = false;       // test-time training of the CMS levels with lr > 0
   bool memory_gelu = false;        // memory_activation: gelu (else silu)
   std::vector<CmsLevel> cms_levels;
+
+  // Whether level `level` trains at test time (cms_adaptive and lr > 0). Any thread.
+  bool Adapts(const CmsLevel& level) const { return cms_adaptive && level.lr > 0; }
+  // Whether any level trains at test time. Any thread.
+  bool AdaptiveCms() const {
+    for (const CmsLevel& level : cms_levels) {
+      if (Adapts(level)) return true;
+    }
+    return false;
+  }
 };
 
 }  // namespace mcserve::engine

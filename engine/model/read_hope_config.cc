@@ -176,13 +176,6 @@ absl::Status ReadHopeConfig(const ConfigReader& r, ModelConfig& c) {
   MCSERVE_RETURN_IF_ERROR(CheckFixedChoices(r));
   MCSERVE_RETURN_IF_ERROR(ReadLevels(r, h));
   MCSERVE_ASSIGN_OR_RETURN(h.cms_adaptive, HopeBool(r, "cms_adaptive", false));
-  for (const CmsLevel& level : h.cms_levels) {
-    if (h.cms_adaptive && level.lr > 0) {
-      return absl::UnimplementedError(absl::StrCat(
-          r.source(), ": \"cms_adaptive\": true with a level of \"lr\" > 0 (test-time training of the CMS) "
-                      "is not supported by the engine yet"));
-    }
-  }
   if (h.cms_adaptive && c.memory_caching) {
     return absl::UnimplementedError(absl::StrCat(
         r.source(), ": hope: \"memory_caching\" is not defined with \"cms_adaptive\": true"));

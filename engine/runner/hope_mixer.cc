@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "engine/mc/hope_rule.h"
+#include "engine/runner/hope_read_grad.h"
 #include "engine/runner/mixer.h"
 #include "engine/runner/mixer_ops.h"
 #include "engine/runner/qkv_pipeline.h"
@@ -123,6 +124,9 @@ class HopeMixer : public Mixer {
     }
     MCSERVE_ASSIGN_OR_RETURN(mx->o_norm_, w.Float(attn + "o_norm.weight", {d}));
     MCSERVE_ASSIGN_OR_RETURN(mx->o_proj_, w.Matrix(attn + "o_proj.weight", {hidden, heads * d}));
+    if (c.hope.AdaptiveCms()) {
+      MCSERVE_ASSIGN_OR_RETURN(mx->grad_, HopeReadGrad::Bind(c, w, layer));
+    }
     // M_mem is the stage's memory: a page is its [H, Pm] weights; its anchor and momentum are copied per
     // level by independent logarithmic MC.
     MCSERVE_ASSIGN_OR_RETURN(mx->memory_, MemoryStage::Bind(c, w, layer,
@@ -137,12 +141,22 @@ class HopeMixer : public Mixer {
   std::vector<StateSpec> StateSpecs() const override {
     std::vector<StateSpec> specs = HopeRule::StateSpecs(memory_weights_, heads_);
     memory_.AddStateSpecs(&specs);
+    if (grad_) grad_->AddStateSpecs(&specs);
     return specs;
+  }
+
+  absl::Status BackwardToInput(const Context& ctx, const Tensor& x, const Tensor& dout, int slot, LayerState& state,
+                               Tensor* dx) const override {
+    if (!grad_) return Mixer::BackwardToInput(ctx, x, dout, slot, state, dx);
+    return grad_->Backward(ctx, x, dout, slot, state, dx);
   }
 
   absl::Status Forward(const Context& ctx, const Tensor& x, const MixerBatch& batch, LayerState& state,
                        Tensor* out) const override {
     const int64_t t = x.dim(0);
+    if (grad_ && t != static_cast<int64_t>(batch.slots.size())) {
+      return absl::InternalError("hope: with an adaptive CMS the mixer runs one token per slot at a time");
+    }
     std::optional<Tensor> projected;  // [T, H·d] in_proj x
     if (in_proj_) {
       MCSERVE_ASSIGN_OR_RETURN(projected, Project(ctx, x, *in_proj_));
@@ -226,7 +240,9 @@ class HopeMixer : public Mixer {
     }
     SetConvWindows(state, a.conv_q, a.conv_k, a.conv_v);
     a.out = y;
-    return kernels::HopeMemory(ctx, a);
+    if (grad_) MCSERVE_RETURN_IF_ERROR(grad_->SaveBeforeScan(batch, state));
+    MCSERVE_RETURN_IF_ERROR(kernels::HopeMemory(ctx, a));
+    return grad_ ? grad_->SaveAfterScan(batch, state) : absl::OkStatus();
   }
 
   // With Memory Caching: HopeFeatures over the batch, then M_mem through the stage. y [T, H, d].
@@ -284,6 +300,7 @@ class HopeMixer : public Mixer {
   Tensor o_proj_;                    // [hidden, H·d]
   HopeMemoryWeights memory_weights_;
   MemoryStage memory_;
+  std::optional<HopeReadGrad> grad_;  // the gradient path (adaptive CMS only)
 };
 
 }  // namespace

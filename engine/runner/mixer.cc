@@ -2,6 +2,11 @@
 
 namespace mcserve::engine {
 
+absl::Status Mixer::BackwardToInput(const kernels::Context&, const kernels::Tensor&, const kernels::Tensor&, int,
+                                    LayerState&, kernels::Tensor*) const {
+  return absl::UnimplementedError("this mixer has no gradient path (adaptive CMS is hope only)");
+}
+
 absl::StatusOr<std::unique_ptr<Mixer>> MakeMixer(const ModelConfig& config, const WeightBinder& weights,
                                                  int layer) {
   switch (config.family) {

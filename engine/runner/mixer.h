@@ -27,6 +27,11 @@ class Mixer {
   // updates the state (and Memory Caching checkpoints) of every slot in `batch`.
   virtual absl::Status Forward(const kernels::Context& ctx, const kernels::Tensor& x, const MixerBatch& batch,
                                LayerState& state, kernels::Tensor* out) const = 0;
+  // Adaptive CMS (hope): du [1, hidden] ← ∂L/∂x of slot `slot`'s last token through its own path,
+  // given its input x [1, hidden] and dout = ∂L/∂out [1, hidden]. Unimplemented by default.
+  virtual absl::Status BackwardToInput(const kernels::Context& ctx, const kernels::Tensor& x,
+                                       const kernels::Tensor& dout, int slot, LayerState& state,
+                                       kernels::Tensor* dx) const;
 };
 
 // Builds layer `layer`'s mixer for `config`, binding and validating its weights.

@@ -4,7 +4,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
-#include "engine/runner/feed_forward.h"
+#include "engine/runner/model_block.h"
 #include "engine/runner/mixer_ops.h"
 #include "base/status_macros.h"
 #include "kernels/elementwise/elementwise.h"
@@ -50,12 +50,6 @@ absl::Status RefuseMemoryCaching(const ModelConfig& c, const ModelOptions& optio
 
 }  // namespace
 
-struct Model::Block {
-  Norm attn_norm;                       // [H]
-  std::unique_ptr<Mixer> mixer;
-  std::vector<FeedForwardLevel> ffn;    // the MLP (one level) or HOPE's CMS levels
-};
-
 Model::~Model() = default;
 
 absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir, const ModelOptions& options) {
@@ -85,6 +79,7 @@ absl::Status Model::BindWeights(WeightBinder& w) {
   const ModelConfig& c = config_;
   const int64_t h = c.hidden_size;
   const bool gam = c.family == ModelFamily::kGam;
+  adaptive_cms_ = c.family == ModelFamily::kHope && c.hope.AdaptiveCms();
   if (c.family == ModelFamily::kArmt) {  // GPT-2 blocks with the associative memory: ArmtStack
     MCSERVE_ASSIGN_OR_RETURN(armt_, ArmtStack::Bind(c, w));
     embeddings_ = armt_->token_embeddings();
@@ -106,6 +101,9 @@ absl::Status Model::BindWeights(WeightBinder& w) {
     }
     MCSERVE_ASSIGN_OR_RETURN(b.mixer, MakeMixer(c, w, i));
     MCSERVE_ASSIGN_OR_RETURN(b.ffn, BindFeedForward(c, w, i));
+    if (adaptive_cms_) {
+      MCSERVE_ASSIGN_OR_RETURN(b.adaptive, AdaptiveCmsLayer::Bind(c, w, i));
+    }
     blocks_.push_back(std::move(b));
   }
   if (gam) {
@@ -119,13 +117,16 @@ absl::Status Model::BindWeights(WeightBinder& w) {
   } else {
     MCSERVE_ASSIGN_OR_RETURN(lm_head_, w.Matrix("lm_head.weight", {c.vocab_size, h}));
   }
-  return absl::OkStatus();
+  return adaptive_cms_ ? BindAdaptiveHead(w) : absl::OkStatus();
 }
 
 absl::StatusOr<StatePool> Model::NewStatePool(int num_slots, const CheckpointStoreOptions& checkpoints) const {
   std::vector<std::vector<StateSpec>> specs;
   if (armt_) specs = armt_->StateSpecs();
-  for (const Block& b : blocks_) specs.push_back(b.mixer->StateSpecs());
+  for (const Block& b : blocks_) {
+    specs.push_back(b.mixer->StateSpecs());
+    if (b.adaptive) b.adaptive->AddStateSpecs(&specs.back());
+  }
   return StatePool::Create(specs, num_slots, ctx_.device, checkpoints);
 }
 
@@ -133,9 +134,11 @@ absl::Status Model::RunBlock(const Block& b, Tensor& h, const MixerBatch& batch,
   const float eps = config_.norm_eps;
   MCSERVE_ASSIGN_OR_RETURN(Tensor normed, NewF32(ctx_, h.shape()));  // [T, H]
   MCSERVE_RETURN_IF_ERROR(b.attn_norm.Apply(ctx_, h, eps, normed));
+  if (b.adaptive) MCSERVE_RETURN_IF_ERROR(SaveRows(b, "cms_last_x", h, batch, state));
   MCSERVE_ASSIGN_OR_RETURN(Tensor mixed, NewF32(ctx_, h.shape()));
   MCSERVE_RETURN_IF_ERROR(b.mixer->Forward(ctx_, normed, batch, state, &mixed));
   MCSERVE_RETURN_IF_ERROR(kernels::Add(ctx_, {.a = &h, .b = &mixed, .out = &h}));
+  if (b.adaptive) return RunAdaptiveCms(b, h, batch, state);
   return RunFeedForward(ctx_, b.ffn, eps, h);
 }
 
@@ -178,6 +181,10 @@ absl::StatusOr<Tensor> Model::RunArmt(std::span<const SequenceChunk> chunks, Sta
 absl::StatusOr<Tensor> Model::Forward(std::span<const SequenceChunk> chunks, StatePool& pool) const {
   MCSERVE_RETURN_IF_ERROR(CheckChunks(chunks, pool));
   if (armt_) return ForwardArmt(chunks, pool);
+  return adaptive_cms_ ? ForwardAdaptive(chunks, pool) : ForwardBatch(chunks, pool);
+}
+
+absl::StatusOr<Tensor> Model::ForwardBatch(std::span<const SequenceChunk> chunks, StatePool& pool) const {
   std::vector<int32_t> ids, cu = {0}, slots, logit_rows;
   for (const SequenceChunk& c : chunks) {
     const int32_t begin = cu.back();

@@ -43,6 +43,9 @@ struct SequenceChunk {
   std::span<const int32_t> tokens;
   bool all_logits = false;     // logits for every token (else only the last)
   bool close_segment = false;  // a segment close (armt): no tokens, no logits
+  // Whether the tokens are user-provided (prompt): with an adaptive CMS (hope cms_adaptive) the loss
+  // of the position before each token then trains the CMS; sampled tokens pass false.
+  bool learn = true;
 };
 
 class Model {
@@ -71,7 +74,8 @@ class Model {
   // [R, vocab] on the model's device: per content chunk in order, every row if all_logits else the
   // last; close chunks (armt) add no rows. An armt content chunk must fit in its slot's open segment.
   // Token ids outside the vocabulary, or (gam without position clamping) a token position ≥
-  // block_size → InvalidArgument, before any state changes.
+  // block_size → InvalidArgument, before any state changes. With an adaptive CMS (hope cms_adaptive) the
+  // chunks run one token per slot per step, training the slots' CMS copies (model_adaptive.cc).
   absl::StatusOr<kernels::Tensor> Forward(std::span<const SequenceChunk> chunks, StatePool& pool) const;
 
  private:
@@ -88,6 +92,27 @@ class Model {
   // armt: the residual stream of every row (ArmtStack::Forward).
   absl::StatusOr<kernels::Tensor> RunArmt(std::span<const SequenceChunk> chunks, StatePool& pool) const;
   absl::Status RunBlock(const Block& block, kernels::Tensor& h, const MixerBatch& batch, LayerState& state) const;
+  // Forward of validated chunks as one batch (every family; adaptive CMS: one token per slot).
+  absl::StatusOr<kernels::Tensor> ForwardBatch(std::span<const SequenceChunk> chunks, StatePool& pool) const;
+
+  // Adaptive CMS (model_adaptive.cc): binds the head's F32 weights for the backward.
+  absl::Status BindAdaptiveHead(WeightBinder& w);
+  // Runs the chunks one token per slot per step, training before each token (learn flags, boundaries).
+  absl::StatusOr<kernels::Tensor> ForwardAdaptive(std::span<const SequenceChunk> chunks, StatePool& pool) const;
+  // Before a token of slot: restart (position 0), or train on the saved last token's loss for target
+  // `token` when `learn`; then apply the levels' boundaries.
+  absl::Status BeginAdaptiveToken(int slot, int32_t token, bool learn, StatePool& pool) const;
+  // G += ∂L/∂θ of slot's saved last token, L = −log softmax(logits)[target].
+  absl::Status LearnLastToken(int slot, int32_t target, StatePool& pool) const;
+  // Token s of every chunk as one batch (ForwardAdaptive); its logits rows go to out [R, vocab].
+  absl::Status AdaptiveStep(std::span<const SequenceChunk> chunks, int64_t s, std::span<const int64_t> first_row,
+                            StatePool& pool, kernels::Tensor& out) const;
+  // Adaptive CMS, in RunBlock: saves each row of h [slots, H] as its slot's `name` ("cms_last_x": the block
+  // input, "cms_last_h": after the mixer).
+  absl::Status SaveRows(const Block& b, const char* name, kernels::Tensor& h, const MixerBatch& batch,
+                        LayerState& state) const;
+  // Adaptive CMS, in RunBlock: saves h [slots, H] as "cms_last_h", then runs each slot's CMS on its row.
+  absl::Status RunAdaptiveCms(const Block& b, kernels::Tensor& h, const MixerBatch& batch, LayerState& state) const;
 
   ModelConfig config_;
   std::unique_ptr<Tokenizer> tokenizer_;
@@ -100,6 +125,9 @@ class Model {
   std::vector<Block> blocks_;
   Norm final_norm_;                         // [H]
   kernels::Tensor lm_head_;                 // [vocab, H] (the embeddings when tied)
+  bool adaptive_cms_ = false;               // hope with cms_adaptive (model_adaptive.cc)
+  kernels::Tensor final_norm_f32_;          // [H] F32 (adaptive CMS)
+  kernels::Tensor lm_head_t_;               // [H, vocab] F32 lm_headᵀ (adaptive CMS)
   int64_t num_parameters_ = 0;
 };
 

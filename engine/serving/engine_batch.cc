@@ -28,8 +28,9 @@ int64_t Engine::ChunkEnd(const Request& r, int64_t budget) const {
 Engine::StepPlan Engine::BuildBatch(bool* admission_blocked) {
   StepPlan plan;
   int64_t budget = options_.max_batch_tokens;
-  auto add = [&plan](Request* r, std::span<const int32_t> tokens, bool all_logits) {
-    plan.chunks.push_back({.slot = r->slot, .tokens = tokens, .all_logits = all_logits});
+  // learn: prompt tokens are user-provided (they train an adaptive CMS); a decode's sampled token is not.
+  auto add = [&plan](Request* r, std::span<const int32_t> tokens, bool all_logits, bool learn) {
+    plan.chunks.push_back({.slot = r->slot, .tokens = tokens, .all_logits = all_logits, .learn = learn});
     plan.requests.push_back(r);
   };
   // A close costs M tokens (at most the whole budget, so that a close always fits an empty step).
@@ -55,7 +56,7 @@ Engine::StepPlan Engine::BuildBatch(bool* admission_blocked) {
   for (Request* r : decodes) {
     if (budget == 0) break;
     if (close_if_full(r)) continue;
-    add(r, std::span<const int32_t>(&r->next_input, 1), false);
+    add(r, std::span<const int32_t>(&r->next_input, 1), false, /*learn=*/false);
     --budget;
   }
   // 2. Prefill chunks of admitted requests, in admission order (FCFS).
@@ -65,7 +66,8 @@ Engine::StepPlan Engine::BuildBatch(bool* admission_blocked) {
     const int64_t end = std::min(ChunkEnd(*r, budget), start + std::min(budget, runner_->SegmentTokensLeft(r->slot)));
     // The last chunk yields a token: it needs room in the channel like a decode.
     if (end == r->prompt_len() && !r->channel->HasRoom()) return;
-    add(r, std::span<const int32_t>(r->spec.prompt).subspan(start, end - start), r->spec.prompt_logprobs);
+    add(r, std::span<const int32_t>(r->spec.prompt).subspan(start, end - start), r->spec.prompt_logprobs,
+        /*learn=*/true);
     budget -= end - start;
   };
   for (auto& r : running_) {

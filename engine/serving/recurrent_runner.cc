@@ -190,7 +190,8 @@ absl::StatusOr<StepOutput> RecurrentRunner::Step(std::span<const SequenceChunk> 
       const int64_t at = NextSnapshotAt(batch[i].slot), position = pool_.position(batch[i].slot);
       if (at > position && at - position < static_cast<int64_t>(left)) take = static_cast<size_t>(at - position);
       chunks.push_back(
-          {.slot = batch[i].slot, .tokens = batch[i].tokens.subspan(done[i], take), .all_logits = batch[i].all_logits});
+          {.slot = batch[i].slot, .tokens = batch[i].tokens.subspan(done[i], take), .all_logits = batch[i].all_logits,
+           .learn = batch[i].learn});
       which.push_back(i);
     }
     if (chunks.empty()) break;

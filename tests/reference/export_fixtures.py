@@ -191,6 +191,32 @@ FIXTURES["hope_anchor_momentum"] = (dict(HOPE_BASE, readout_mode="A", momentum="
                                          conv_size=1, memory_expansion=1, chunk_size_other=3, chunk_size_mem=7,
                                          tie_word_embeddings=True),
                                     {"hope": True})
+# ... and the adaptive CMS (test-time training, cms_adaptive): two levels of different periods, both trained,
+# the prompt's logits with every prompt token learned and greedy ids that never learn from generated tokens.
+# Moderate lr: the training still moves the logits by more than their scale, while a float32 run stays within
+# ~1e-5 of the float64 golden (at lr 0.2 / 0.1 float32 itself drifts by 3e-4: the updates amplify rounding).
+FIXTURES["hope_adaptive"] = (dict(HOPE_BASE, cms_adaptive=True, tie_word_embeddings=True,
+                                  cms_levels=[dict(chunk_size=3, intermediate_size=32, activation="swiglu", lr=0.1),
+                                              dict(chunk_size=5, intermediate_size=16, activation="gelu", lr=0.05)]),
+                             {"hope": True})
+# ... with the other mixer choices on its gradient path: the anchor read-out (mode A), no conv (1 tap), GELU
+# memories, no output gate and in_proj input; a static level between two trained ones.  (With M_q or constant
+# momentum on top, this model's fast weights blow up within 70 tokens, in the reference too.)
+FIXTURES["hope_adaptive_variants"] = (
+    dict(HOPE_BASE, hidden_size=16, head_dim=8, cms_adaptive=True, tie_word_embeddings=True, readout_mode="A",
+         conv_size=1, memory_activation="gelu", output_gate="rmsnorm", memory_input="proj",
+         chunk_size_other=3, chunk_size_mem=5,
+         cms_levels=[dict(chunk_size=4, intermediate_size=16, activation="gelu", lr=0.1),
+                     dict(chunk_size=8, intermediate_size=16, activation="swiglu", lr=0.0),
+                     dict(chunk_size=6, intermediate_size=24, activation="swiglu", lr=0.1)]),
+    {"hope": True})
+# ... and the read after the write (read_index after_write), a 2-tap conv, M_q on in_proj u.
+FIXTURES["hope_adaptive_q_after_write"] = (
+    dict(HOPE_BASE, hidden_size=16, head_dim=8, cms_adaptive=True, tie_word_embeddings=True,
+         read_index="after_write", conv_size=2, adaptive_q=True, memory_input="proj", chunk_size_other=4,
+         chunk_size_mem=2,  # lr 0.03: at 0.1 a float32 run drifts by 4e-3 from float64 within 70 tokens
+         cms_levels=[dict(chunk_size=2, intermediate_size=16, activation="swiglu", lr=0.03)]),
+    {"hope": True})
 
 # GAM (docs/model-format.md `gam`): the official code's field and tensor names, weights from
 # gam_weights.random_weights.  block_size 80 leaves room for test_models' 70-token chunking check.
@@ -535,6 +561,18 @@ def _evaluate_hope(config, tensors, prompt_ids):
     return logits, greedy, margins
 
 
+def _greedy_learning_generated(config, tensors, prompt_ids):
+    """Adaptive CMS: greedy ids when the generated tokens, too, trained the CMS (learn=True), which the
+    engine must not do; the engine's tests check that its generation differs from this one."""
+    m = HopeLM(config, tensors, dtype=torch.float64)
+    state = m.new_state()
+    last, out = m.step(prompt_ids, state)[-1], []
+    for _ in range(N_GREEDY):
+        out.append(int(torch.argmax(last)))
+        last = m.step([out[-1]], state, learn=True)[-1]
+    return out
+
+
 def _evaluate_gam(config, tensors, prompt_ids):
     """_evaluate for `gam` (GamLM, float64): prompt logits (parallel form), greedy ids and their margins."""
     m = GamLM(config, tensors, dtype=torch.float64)
@@ -630,11 +668,15 @@ def build_fixture(name, out_root=MODELS):
     else:
         st.save_file(tensors, os.path.join(d, "model.safetensors"))
     shutil.copyfile(TOKENIZER, os.path.join(d, "tokenizer.model"))
-    st.save_file({
+    goldens = {
         "prompt_ids": st.make_tensor(np.array(prompt_ids, np.int32), "I32"),
         "logits": st.make_tensor(logits.numpy().astype(np.float32), "F32"),
         "greedy_ids": st.make_tensor(np.array(greedy, np.int32), "I32"),
-    }, os.path.join(d, "golden.safetensors"))
+    }
+    if config.get("cms_adaptive"):
+        learning = _greedy_learning_generated(config, tensors, prompt_ids)
+        goldens["greedy_ids_learning_generated"] = st.make_tensor(np.array(learning, np.int32), "I32")
+    st.save_file(goldens, os.path.join(d, "golden.safetensors"))
     golden = {
         "fixture": name,
         "model_type": config["model_type"],
@@ -651,6 +693,10 @@ def build_fixture(name, out_root=MODELS):
     if opts.get("armt"):
         _write_armt_state(config, tensors, prompt_ids, d)
         golden["armt_state"] = "golden_state.safetensors: every layer's (A, z) after each segment close the prompt causes"
+    if config.get("cms_adaptive"):
+        golden["greedy_ids_learning_generated"] = learning
+        golden["cms_adaptive"] = ("prompt logits with every prompt token learned; greedy ids never learn from "
+                                  "generated tokens (greedy_ids_learning_generated: as if they did)")
     if config.get("memory_caching") is not None:
         golden["memory_caching"] = "on (config.json memory_caching); logits and greedy ids are computed with MC"
     with open(os.path.join(d, "golden.json"), "w") as f:

@@ -114,6 +114,9 @@ class FakeModelRunner : public ModelRunner {
       const int64_t open = OpenLength(s.slot), n = static_cast<int64_t>(s.tokens.size());
       if (s.close_segment && (options_.segment == 0 || open != options_.segment)) ++violations_;
       if (!s.close_segment && options_.segment > 0 && open + n > options_.segment) ++violations_;
+      // Prompt tokens are user-provided (learn), a decode's sampled token never is.
+      const bool in_prompt = static_cast<int64_t>(history_[s.slot].size()) < begun_prompt_size_[s.slot];
+      if (!s.close_segment && s.learn != in_prompt) ++violations_;
       record.push_back({s.slot, static_cast<int64_t>(history_[s.slot].size()),
                         std::vector<int32_t>(s.tokens.begin(), s.tokens.end()), begun_prompt_size_[s.slot],
                         s.close_segment});

@@ -163,13 +163,20 @@ TEST(HopeConfigTest, CmsLevelsAndRequiredKeys) {
   }
 }
 
-TEST(HopeConfigTest, AdaptiveCmsIsRefusedUntilTheEngineRunsIt) {
-  const std::string adaptive = R"({"model_type":"hope","hidden_size":32,"num_hidden_layers":2,"num_heads":2,)"
-                               R"("head_dim":16,"vocab_size":320,"cms_adaptive":true,)"
-                               R"("cms_levels":[{"chunk_size":4,"intermediate_size":8,"lr":0.5}]})";
-  EXPECT_TRUE(HasError(ParseError(adaptive), absl::StatusCode::kUnimplemented, {kSource, "cms_adaptive"}));
+TEST(HopeConfigTest, AdaptiveCmsIsServed) {
+  const std::string head = R"({"model_type":"hope","hidden_size":32,"num_hidden_layers":2,"num_heads":2,)"
+                           R"("head_dim":16,"vocab_size":320,"cms_adaptive":true,)";
+  const std::string levels = R"("cms_levels":[{"chunk_size":4,"intermediate_size":8,"lr":0.5},)"
+                             R"({"chunk_size":6,"intermediate_size":8}]})";
+  const ModelConfig c = MustParse(head + levels);
+  EXPECT_TRUE(c.hope.AdaptiveCms());
+  EXPECT_TRUE(c.hope.Adapts(c.hope.cms_levels[0]));
+  EXPECT_FALSE(c.hope.Adapts(c.hope.cms_levels[1]));  // lr 0: static
+  EXPECT_TRUE(MustParse(head + R"("adaptive_q":true,)" + levels).hope.AdaptiveCms());
   // With every lr 0 the adaptive model is the static one.
-  EXPECT_TRUE(MustParse(Config(R"("cms_adaptive":true)")).hope.cms_adaptive);
+  const ModelConfig still = MustParse(Config(R"("cms_adaptive":true)"));
+  EXPECT_TRUE(still.hope.cms_adaptive);
+  EXPECT_FALSE(still.hope.AdaptiveCms());
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 // HOPE (docs/model-format.md, `hope`) beyond the every-fixture parity tests: on a 70-token sequence,
 // prefill in chunks that cut the anchor periods (C_o, C_mem) and the CMS level periods at every phase
 // equals token-by-token decode, and a slot reused after a request starts again from the learned
-// initial fast weights.
+// initial fast weights (the adaptive-CMS fixtures too: their chunking is bit-identical to decode).
 #include <string>
 #include <vector>
 
@@ -66,7 +66,8 @@ TEST_P(HopeModelTest, AReusedSlotStartsFromTheLearnedInitialWeights) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, HopeModelTest,
-                         ::testing::Values("hope", "hope_variants", "hope_anchor_momentum"));
+                         ::testing::Values("hope", "hope_variants", "hope_anchor_momentum", "hope_adaptive",
+                                           "hope_adaptive_variants", "hope_adaptive_q_after_write"));
 
 }  // namespace
 }  // namespace mcserve::engine

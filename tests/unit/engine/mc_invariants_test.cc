@@ -28,6 +28,12 @@ bool Hope(const std::string& name) {
   return c.ok() && c->family == ModelFamily::kHope;
 }
 
+// Whether `name` is hope with an adaptive CMS (Memory Caching is not defined there).
+bool AdaptiveCms(const std::string& name) {
+  auto c = LoadModelConfig(FixtureDir(name));
+  return c.ok() && c->family == ModelFamily::kHope && c->hope.AdaptiveCms();
+}
+
 // gam (no recurrent memory) and armt (a memory written once per segment): Memory Caching does not apply.
 bool Gam(const std::string& name) {
   auto c = LoadModelConfig(FixtureDir(name));
@@ -90,11 +96,12 @@ std::vector<int32_t> Prompt(const std::string& name) { return testing::LoadGolde
 
 class McInvariantsTest : public ::testing::TestWithParam<std::string> {};
 
-// Fixtures MC runs on: every one but normalised linear attention and gam (no recurrent memory).
+// Fixtures MC runs on: every one but normalised linear attention, gam (no recurrent memory) and hope with
+// an adaptive CMS (MC not defined).
 std::vector<std::string> CachingFixtures() {
   std::vector<std::string> names;
   for (const std::string& n : FixtureNames()) {
-    if (!Normalised(n) && !Gam(n)) names.push_back(n);
+    if (!Normalised(n) && !Gam(n) && !AdaptiveCms(n)) names.push_back(n);
   }
   return names;
 }
@@ -115,7 +122,7 @@ bool Diverges(const std::string& name, const std::string& seg) {
 TEST(McInvariants, HopeRefusesSoupWithIndependentLogarithmicSegmentsNamingIt) {
   int rejected = 0;
   for (const std::string& name : FixtureNames()) {
-    if (!Hope(name)) continue;
+    if (!Hope(name) || AdaptiveCms(name)) continue;
     auto m = Model::Load(FixtureDir(name), {.mc_overrides = {{"aggregation", "soup"},
                                                               {"segmentation", "logarithmic"},
                                                               {"init_mode", "independent"}}});
@@ -127,6 +134,21 @@ TEST(McInvariants, HopeRefusesSoupWithIndependentLogarithmicSegmentsNamingIt) {
     ++rejected;
   }
   EXPECT_GE(rejected, 1);
+}
+
+TEST(McInvariants, HopeWithAnAdaptiveCmsRefusesMemoryCachingNamingBoth) {
+  int rejected = 0;
+  for (const std::string& name : FixtureNames()) {
+    if (!AdaptiveCms(name)) continue;
+    auto m = Model::Load(FixtureDir(name), {.mc_overrides = {{"aggregation", "grm"}}});
+    ASSERT_FALSE(m.ok()) << name;
+    EXPECT_EQ(m.status().code(), absl::StatusCode::kUnimplemented);
+    for (const char* word : {"hope", "Memory Caching", "cms_adaptive"}) {
+      EXPECT_NE(m.status().message().find(word), std::string::npos) << m.status();
+    }
+    ++rejected;
+  }
+  EXPECT_GE(rejected, 3);
 }
 
 TEST(McInvariants, GamIsRejectedNamingTheFamily) {

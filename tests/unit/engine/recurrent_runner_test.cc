@@ -1,5 +1,5 @@
 // RecurrentRunner on the fixtures: a request resumed from a cached prompt prefix gives exactly the
-// logits of an uninterrupted run, for models without MC and for MC in both init modes, every
+// logits of an uninterrupted run, for models without MC (HOPE with an adaptive CMS too) and for MC in both init modes, every
 // aggregation and both segmentations, on the CPU and on the emulated GPU (with SSC pages on the host
 // tier); the store and cache stay consistent, pages are released when requests end, and a store
 // without room refuses a new sequence.
@@ -74,6 +74,9 @@ std::vector<Case> Cases() {
   }
   cases.push_back({"lattice", {{"aggregation", "grm"}, {"segmentation", "logarithmic"}}, Device::kCudaEmu, {},
                    "lattice_grm_logarithmic_cuda_emu"});
+  // HOPE with an adaptive CMS: Δθ, G and the saved last token resume with the prefix.
+  cases.push_back({"hope_adaptive", {}, Device::kCpu, {}, "hope_adaptive"});
+  cases.push_back({"hope_adaptive", {}, Device::kCudaEmu, {}, "hope_adaptive_cuda_emu"});
   return cases;
 }
 

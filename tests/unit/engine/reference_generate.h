@@ -66,7 +66,7 @@ inline absl::StatusOr<std::vector<int32_t>> Generate(const Model& model, StatePo
     if (on_token && !on_token(token)) break;
     if (options.stop_at_eos && token == eos) break;
     if (static_cast<int>(out.size()) == options.max_tokens) break;
-    const SequenceChunk c{.slot = slot, .tokens = {&out.back(), 1}};
+    const SequenceChunk c{.slot = slot, .tokens = {&out.back(), 1}, .learn = false};  // sampled: never trains
     MCSERVE_ASSIGN_OR_RETURN(std::vector<std::vector<float>> next, RunSegmented(model, pool, {&c, 1}));
     logits = std::move(next[0]);
   }
