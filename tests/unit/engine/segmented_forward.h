@@ -33,7 +33,7 @@ inline absl::StatusOr<std::vector<std::vector<float>>> RunSegmented(const engine
       } else {
         const size_t take = std::min(left, static_cast<size_t>(std::min<int64_t>(room, int64_t{1} << 40)));
         batch.push_back({.slot = chunks[i].slot, .tokens = chunks[i].tokens.subspan(done[i], take),
-                         .all_logits = chunks[i].all_logits});
+                         .all_logits = chunks[i].all_logits, .learn = chunks[i].learn});
       }
       which.push_back(i);
     }
