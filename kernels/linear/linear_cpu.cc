@@ -1,5 +1,6 @@
 // CPU Linear. Small batches (decode, m ≤ 8) run a register-blocked GEMV that streams each weight row
-// once and widens BF16/F16 on the fly (AVX2/F16C/FMA), threaded over output rows. Larger batches
+// once and widens BF16/F16 on the fly (AVX2/F16C/FMA), threaded over output rows; BF16 weights run
+// a 512-bit kernel instead where the CPU has AVX-512 (gemv_bf16_avx512.h). Larger batches
 // use OpenBLAS sgemm: directly for F32 weights, and on blocks of weight rows widened to F32 for
 // BF16/F16 weights.
 #include <cblas.h>
@@ -13,6 +14,7 @@
 #include "base/status_macros.h"
 #include "kernels/core/tensor_data.h"
 #include "kernels/cpu/thread_pool.h"
+#include "kernels/linear/gemv_bf16_avx512.h"
 #include "kernels/linear/linear.h"
 #include "kernels/linear/linear_math.h"
 
@@ -148,9 +150,27 @@ void GemvRangeDispatch(int64_t m, const float* x, const float* xs, const typenam
   }
 }
 
+// x [m, k] in the AVX-512 BF16 kernel's layout (SplitForAvx512), in a thread-local buffer.
+const float* Avx512Input(const float* x, int64_t m, int64_t k) {
+  thread_local std::vector<float> xs;
+  xs.resize(static_cast<size_t>(m * Avx512Columns(k)));
+  SplitForAvx512(x, m, k, xs.data());
+  return xs.data();
+}
+
 template <class W>
 void Gemv(const Context& ctx, int64_t m, const float* x, const typename W::T* w, int64_t k, float* out,
           int64_t n, bool accumulate) {
+  cpu::ThreadPool* pool = m * n * k >= kMinParallelMacs ? ctx.pool : nullptr;
+  if constexpr (std::is_same_v<W, Bf16W>) {
+    if (UseAvx512Bf16Gemv()) {
+      const float* xs = Avx512Input(x, m, k);
+      cpu::ParallelFor(pool, n, [&](int64_t j0, int64_t j1) {
+        GemvBf16Avx512(m, xs, w, k, out, n, accumulate, j0, j1);
+      });
+      return;
+    }
+  }
   const float* xs = x;
   if constexpr (std::is_same_v<W, Bf16W>) {
     thread_local std::vector<float> split;
@@ -158,7 +178,6 @@ void Gemv(const Context& ctx, int64_t m, const float* x, const typename W::T* w,
     SplitEvenOdd(x, m, k, split.data());
     xs = split.data();
   }
-  cpu::ThreadPool* pool = m * n * k >= kMinParallelMacs ? ctx.pool : nullptr;
   cpu::ParallelFor(pool, n, [&](int64_t j0, int64_t j1) {
     GemvRangeDispatch<W>(m, x, xs, w, k, out, n, accumulate, j0, j1);
   });
@@ -223,9 +242,10 @@ void Run(const Context& ctx, int64_t m, const float* x, const typename W::T* w, 
   }
 }
 
-// Rows [j0, j1) of one item of a GEMV group, dispatched on its weight's dtype.
-void GroupItemRange(const LinearGroupItem& item, int64_t m, const float* x, const float* xs, int64_t k,
-                    int64_t j0, int64_t j1) {
+// Rows [j0, j1) of one item of a GEMV group, dispatched on its weight's dtype: x as is, xs (x split
+// even/odd) for the AVX2 BF16 kernel, x512 (SplitForAvx512, or null) for the AVX-512 one.
+void GroupItemRange(const LinearGroupItem& item, int64_t m, const float* x, const float* xs,
+                    const float* x512, int64_t k, int64_t j0, int64_t j1) {
   const Tensor& w = *item.w;
   float* out = Data<float>(*item.out);
   const int64_t n = w.dim(0);
@@ -233,6 +253,7 @@ void GroupItemRange(const LinearGroupItem& item, int64_t m, const float* x, cons
     case DType::kF32:
       return GemvRangeDispatch<F32W>(m, x, x, Data<float>(w), k, out, n, false, j0, j1);
     case DType::kBF16:
+      if (x512 != nullptr) return GemvBf16Avx512(m, x512, Data<uint16_t>(w), k, out, n, false, j0, j1);
       return GemvRangeDispatch<Bf16W>(m, x, xs, Data<uint16_t>(w), k, out, n, false, j0, j1);
     case DType::kF16:
       return GemvRangeDispatch<F16W>(m, x, x, Data<uint16_t>(w), k, out, n, false, j0, j1);
@@ -260,8 +281,11 @@ absl::Status LinearGroupCpu(const Context& ctx, const LinearGroupArgs& args) {
     total += item.w->dim(0);
     any_bf16 = any_bf16 || item.w->dtype() == DType::kBF16;
   }
+  const float* x512 = nullptr;
   thread_local std::vector<float> split;
-  if (any_bf16) {
+  if (any_bf16 && UseAvx512Bf16Gemv()) {
+    x512 = Avx512Input(xp, m, k);
+  } else if (any_bf16) {
     split.resize(static_cast<size_t>(m * k));
     SplitEvenOdd(xp, m, k, split.data());
     xs = split.data();
@@ -272,7 +296,7 @@ absl::Status LinearGroupCpu(const Context& ctx, const LinearGroupArgs& args) {
     int64_t first = 0;
     for (const LinearGroupItem& item : args.items) {
       const int64_t n = item.w->dim(0), lo = std::max(j0, first), hi = std::min(j1, first + n);
-      if (lo < hi) GroupItemRange(item, m, xp, xs, k, lo - first, hi - first);
+      if (lo < hi) GroupItemRange(item, m, xp, xs, x512, k, lo - first, hi - first);
       first += n;
     }
   });

@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 #include "random_inputs.h"
 #include "kernels/cpu/thread_pool.h"
+#include "kernels/linear/gemv_bf16_avx512.h"
 #include "tests/unit/kernels/param_printers.h"
 
 namespace mcserve::kernels {
@@ -122,6 +123,22 @@ TEST_P(LinearDTypeTest, EmptyReductionGivesZeroOrKeepsOut) {
 
 INSTANTIATE_TEST_SUITE_P(AllWeightTypes, LinearDTypeTest, testing::Values(DType::kF32, DType::kBF16, DType::kF16),
                          [](const testing::TestParamInfo<DType>& info) { return std::string(DTypeName(info.param)); });
+
+// The BF16 GEMV has two CPU kernels chosen at run time: AVX-512 where the CPU has it, AVX2
+// elsewhere (a machine without AVX-512 runs the forced path). Both meet the double loop here, whatever this machine picks by default.
+TEST(LinearBf16PathsTest, Avx2AndAvx512KernelsBothMatchTheDoubleLoop) {
+  cpu::ThreadPool pool2(2);
+  for (bool force_avx2 : {true, false}) {
+    internal::ForceAvx2ForTesting(force_avx2);
+    SCOPED_TRACE(force_avx2 ? "AVX2 forced" : (internal::UseAvx512Bf16Gemv() ? "AVX-512" : "AVX2 (no AVX-512)"));
+    for (int64_t m : {1, 2, 3, 5, 8}) {
+      for (int64_t k : {1, 31, 32, 33, 64, 269}) RunCase(DType::kBF16, m, 19, k, false, nullptr);
+      RunCase(DType::kBF16, m, 7, 45, true, nullptr);
+    }
+    RunCase(DType::kBF16, 1, 2053, 269, false, &pool2);
+  }
+  internal::ForceAvx2ForTesting(false);
+}
 
 TEST(LinearTest, RejectsBadArguments) {
   auto x = *Tensor::Zeros(DType::kF32, {2, 4}, Device::kCpu);

@@ -1,0 +1,121 @@
+#include "kernels/linear/gemv_bf16_avx512.h"
+
+#include <immintrin.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
+
+namespace mcserve::kernels::internal {
+namespace {
+
+#define MCSERVE_AVX512_BF16 __attribute__((target("avx512f,avx512bw")))
+
+std::atomic<bool> force_avx2{false};
+
+bool CpuHasAvx512() {
+  static const bool has = [] {
+    const char* isa = std::getenv("MCSERVE_CPU_ISA");
+    if (isa != nullptr && std::strcmp(isa, "avx2") == 0) return false;
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+  }();
+  return has;
+}
+
+// One 32-element step at column c: each weight row's 32 BF16 values widen exactly to F32 as its even
+// elements (shift) and odd ones (mask), multiplied with x's even/odd halves of that chunk (xs) by
+// F32 FMAs. With kTail, only the first `mask` lanes are read.
+template <int M, int R, bool kTail>
+MCSERVE_AVX512_BF16 inline void Step(const float* xs, int64_t ldx, const uint16_t* w, int64_t k, int64_t c,
+                                     __mmask32 mask, __m512 (&acc)[M][R]) {
+  const __m512i odd_mask = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
+  __m512 we[R], wo[R];
+  for (int r = 0; r < R; ++r) {
+    const __m512i raw = kTail ? _mm512_maskz_loadu_epi16(mask, w + r * k + c) : _mm512_loadu_si512(w + r * k + c);
+    we[r] = _mm512_castsi512_ps(_mm512_slli_epi32(raw, 16));
+    wo[r] = _mm512_castsi512_ps(_mm512_and_si512(raw, odd_mask));
+  }
+  for (int i = 0; i < M; ++i) {
+    const __m512 xe = _mm512_loadu_ps(xs + i * ldx + c), xo = _mm512_loadu_ps(xs + i * ldx + c + 16);
+    for (int r = 0; r < R; ++r) {
+      acc[i][r] = _mm512_fmadd_ps(xe, we[r], acc[i][r]);
+      acc[i][r] = _mm512_fmadd_ps(xo, wo[r], acc[i][r]);
+    }
+  }
+}
+
+// out[i, r] (+)= x[i, :] · w[r, :] for i < M, r < R; xs rows (x split per 32-chunk, zero-padded)
+// at stride ldx, w rows at stride k: full steps, then one masked step for the tail.
+template <int M, int R>
+MCSERVE_AVX512_BF16 void Block(const float* xs, int64_t ldx, const uint16_t* w, int64_t k, float* out,
+                               int64_t ldo, bool accumulate) {
+  __m512 acc[M][R];
+  for (int i = 0; i < M; ++i)
+    for (int r = 0; r < R; ++r) acc[i][r] = _mm512_setzero_ps();
+  const int64_t full = k & ~int64_t{31};
+  for (int64_t c = 0; c < full; c += 32) Step<M, R, false>(xs, ldx, w, k, c, 0, acc);
+  if (full < k) {
+    const __mmask32 mask = static_cast<__mmask32>((uint64_t{1} << (k - full)) - 1);
+    Step<M, R, true>(xs, ldx, w, k, full, mask, acc);
+  }
+  for (int i = 0; i < M; ++i) {
+    for (int r = 0; r < R; ++r) {
+      const float s = _mm512_reduce_add_ps(acc[i][r]);
+      float& o = out[i * ldo + r];
+      o = accumulate ? o + s : s;
+    }
+  }
+}
+
+// Output-row blocking per batch size: M·R accumulators + R weight vectors within the 32 zmm.
+template <int M>
+constexpr int RowsPerBlock() {
+  return M <= 3 ? 4 : M <= 6 ? 3 : 2;
+}
+
+template <int M>
+MCSERVE_AVX512_BF16 void Range(const float* xs, const uint16_t* w, int64_t k, float* out, int64_t n,
+                               bool accumulate, int64_t j0, int64_t j1) {
+  constexpr int R = RowsPerBlock<M>();
+  const int64_t ldx = Avx512Columns(k);
+  int64_t j = j0;
+  for (; j + R <= j1; j += R) Block<M, R>(xs, ldx, w + j * k, k, out + j, n, accumulate);
+  for (; j < j1; ++j) Block<M, 1>(xs, ldx, w + j * k, k, out + j, n, accumulate);
+}
+
+}  // namespace
+
+bool UseAvx512Bf16Gemv() { return CpuHasAvx512() && !force_avx2.load(std::memory_order_relaxed); }
+
+void ForceAvx2ForTesting(bool force) { force_avx2.store(force, std::memory_order_relaxed); }
+
+void SplitForAvx512(const float* x, int64_t m, int64_t k, float* xs) {
+  const int64_t ldx = Avx512Columns(k);
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t c = 0; c < ldx; c += 32) {
+      for (int64_t j = 0; j < 16; ++j) {
+        const int64_t even = c + 2 * j, odd = even + 1;
+        xs[i * ldx + c + j] = even < k ? x[i * k + even] : 0.0f;
+        xs[i * ldx + c + 16 + j] = odd < k ? x[i * k + odd] : 0.0f;
+      }
+    }
+  }
+}
+
+void GemvBf16Avx512(int64_t m, const float* xs, const uint16_t* w, int64_t k, float* out, int64_t n,
+                    bool accumulate, int64_t j0, int64_t j1) {
+  switch (m) {
+    case 1: return Range<1>(xs, w, k, out, n, accumulate, j0, j1);
+    case 2: return Range<2>(xs, w, k, out, n, accumulate, j0, j1);
+    case 3: return Range<3>(xs, w, k, out, n, accumulate, j0, j1);
+    case 4: return Range<4>(xs, w, k, out, n, accumulate, j0, j1);
+    case 5: return Range<5>(xs, w, k, out, n, accumulate, j0, j1);
+    case 6: return Range<6>(xs, w, k, out, n, accumulate, j0, j1);
+    case 7: return Range<7>(xs, w, k, out, n, accumulate, j0, j1);
+    case 8: return Range<8>(xs, w, k, out, n, accumulate, j0, j1);
+  }
+}
+
+}  // namespace mcserve::kernels::internal
