@@ -1,7 +1,8 @@
 // FeedForward: the channel-mixing half of a block, as a chain of pre-norm residual MLP levels
 //   z ← z + down(act(Norm(z)) [+ b_up]) [+ b_down]      act: SwiGLU (SiLU(gate·) ⊙ up·) or GELU(up·)
 // applied in order. The fla families have one SwiGLU level (mlp_norm, mlp.*); HOPE's Continuum
-// Memory System has one level per cms_levels entry (cms.{j}.*), static at inference; GAM has one
+// Memory System has one level per cms_levels entry (cms.{j}.*) (the checkpoint's weights; with
+// cms_adaptive the trained levels run per request in adaptive_cms.h instead); GAM has one
 // LayerNorm + GELU level with biases (ln2, ffn.0, ffn.2).
 // Bound while loading; Run from the engine loop thread.
 #pragma once
