@@ -15,11 +15,15 @@
 #include "engine/serving/recurrent_runner.h"
 #include "fixture_util.h"
 #include "gtest/gtest.h"
+#include "tests/unit/engine/served_requests.h"
 
 namespace mcserve::engine {
 namespace {
 
+using mcserve::testing::Drain;
 using mcserve::testing::FixtureDir;
+using mcserve::testing::MixedSpec;
+using mcserve::testing::Outcome;
 using mcserve::testing::LoadGolden;
 
 // Forwards to a RecurrentRunner and records each step's chunks (slot, tokens, close).
@@ -62,32 +66,6 @@ class RecordingRunner : public ModelRunner {
   std::vector<std::vector<Chunk>> steps_;
 };
 
-struct Outcome {
-  std::vector<int32_t> tokens;
-  std::vector<float> logprobs;
-  FinishReason finish = FinishReason::kNone;
-  int64_t cached = -1;
-};
-
-Outcome Drain(RequestHandle& handle) {
-  Outcome out;
-  while (true) {
-    auto event = handle.Next(absl::Seconds(120));
-    if (!event.ok()) break;
-    if (event->cached_prompt_tokens >= 0) out.cached = event->cached_prompt_tokens;
-    if (event->token_id >= 0) {
-      out.tokens.push_back(event->token_id);
-      out.logprobs.push_back(event->logprob);
-    }
-    EXPECT_TRUE(event->error.ok()) << event->error;
-    if (event->is_final()) {
-      out.finish = event->finish;
-      break;
-    }
-  }
-  return out;
-}
-
 struct Served {
   std::unique_ptr<Model> model;
   std::unique_ptr<Engine> engine;
@@ -108,20 +86,6 @@ Served Serve(const std::string& fixture, int slots, int64_t max_batch_tokens) {
   EXPECT_TRUE(engine.ok()) << engine.status();
   s.engine = std::move(*engine);
   return s;
-}
-
-// Request r: a prompt of 2 + (7·r mod 41) tokens, the first 16 shared by the even requests.
-RequestSpec Spec(int r, int vocab, int max_tokens) {
-  RequestSpec spec;
-  const int length = 2 + (7 * r) % 41;
-  for (int i = 0; i < length; ++i) {
-    const bool shared = r % 2 == 0 && i < 16;
-    spec.prompt.push_back(3 + (shared ? (5 * i + 1) : (11 * r + 5 * i + 3 * i * i)) % (vocab - 3));
-  }
-  spec.sampling.temperature = 0.0f;
-  spec.stop.max_tokens = max_tokens;
-  spec.stop.ignore_eos = true;
-  return spec;
 }
 
 TEST(ArmtEngineTest, GreedyIdsMatchTheReference) {
@@ -174,7 +138,7 @@ TEST(ArmtEngineTest, ConcurrentRequestsGiveExactlyTheTokensEachGivesAloneWithClo
     Served s = Serve("armt", 1, 64);
     const int vocab = static_cast<int>(s.model->config().vocab_size);
     for (int r = 0; r < kRequests; ++r) {
-      auto handle = s.engine->Submit(Spec(r, vocab, 1 + r % 12));
+      auto handle = s.engine->Submit(MixedSpec(r, vocab, 1 + r % 12));
       ASSERT_TRUE(handle.ok()) << handle.status();
       alone[r] = Drain(**handle);
       ASSERT_EQ(alone[r].finish, FinishReason::kLength);
@@ -184,7 +148,7 @@ TEST(ArmtEngineTest, ConcurrentRequestsGiveExactlyTheTokensEachGivesAloneWithClo
   const int vocab = static_cast<int>(s.model->config().vocab_size);
   std::vector<std::shared_ptr<RequestHandle>> handles;
   for (int r = 0; r < kRequests; ++r) {
-    auto handle = s.engine->Submit(Spec(r, vocab, 1 + r % 12));
+    auto handle = s.engine->Submit(MixedSpec(r, vocab, 1 + r % 12));
     ASSERT_TRUE(handle.ok()) << handle.status();
     handles.push_back(std::move(*handle));
   }
@@ -212,7 +176,7 @@ TEST(ArmtEngineTest, PrefixReuseResumesBitIdentically) {
   Served s = Serve("armt", 1, 64);  // S 6: prefix blocks of 12 tokens
   EXPECT_EQ(s.runner->boundary_tokens(), 12);
   const int vocab = static_cast<int>(s.model->config().vocab_size);
-  RequestSpec spec = Spec(4, vocab, 14);  // a 30-token prompt
+  RequestSpec spec = MixedSpec(4, vocab, 14);  // a 30-token prompt
   ASSERT_EQ(spec.prompt.size(), 30u);
   auto first = s.engine->Submit(spec);
   ASSERT_TRUE(first.ok());
@@ -240,27 +204,9 @@ TEST(ArmtEngineTest, PrefixReuseResumesBitIdentically) {
 TEST(ArmtEngineTest, SixtyFourMixedRequestsFinishWithNothingLeaked) {
   Served s = Serve("armt", 8, 64);
   const int vocab = static_cast<int>(s.model->config().vocab_size);
-  std::vector<std::shared_ptr<RequestHandle>> handles;
-  for (int r = 0; r < 64; ++r) {
-    RequestSpec spec = Spec(r, vocab, 1 + (r * 5) % 20);
-    if (r % 3 == 1) {  // sampled, seeded
-      spec.sampling.temperature = 0.8f;
-      spec.sampling.top_p = 0.9f;
-      spec.sampling.seed = r;
-    }
-    auto handle = s.engine->Submit(std::move(spec));
-    ASSERT_TRUE(handle.ok()) << handle.status();
-    handles.push_back(std::move(*handle));
-  }
-  for (int r = 0; r < 64; r += 9) handles[r]->Abort();  // some clients give up
-  int cancelled = 0, finished = 0;
-  for (auto& handle : handles) {
-    const Outcome out = Drain(*handle);
-    cancelled += out.finish == FinishReason::kCancelled ? 1 : 0;
-    finished += out.finish == FinishReason::kLength ? 1 : 0;
-  }
-  EXPECT_EQ(cancelled + finished, 64);
-  EXPECT_GT(finished, 0);
+  const mcserve::testing::MixedResult mixed = mcserve::testing::RunSixtyFourMixedRequests(*s.engine, vocab);
+  EXPECT_EQ(mixed.cancelled + mixed.finished, 64);
+  EXPECT_GT(mixed.finished, 0);
   const EngineStats stats = s.engine->Stats();
   EXPECT_EQ(stats.slots_used, 0);
   EXPECT_EQ(stats.running, 0);

@@ -20,48 +20,16 @@
 #include "engine/serving/recurrent_runner.h"
 #include "fixture_util.h"
 #include "gtest/gtest.h"
+#include "tests/unit/engine/served_requests.h"
 #include "tests/unit/engine/model_test_util.h"
 
 namespace mcserve::engine {
 namespace {
 
+using mcserve::testing::Drain;
 using mcserve::testing::FixtureDir;
-
-struct Outcome {
-  std::vector<int32_t> tokens;
-  FinishReason finish = FinishReason::kNone;
-  int64_t cached = -1;
-};
-
-Outcome Drain(RequestHandle& handle) {
-  Outcome out;
-  while (true) {
-    auto event = handle.Next(absl::Seconds(120));
-    if (!event.ok()) break;
-    if (event->cached_prompt_tokens >= 0) out.cached = event->cached_prompt_tokens;
-    if (event->token_id >= 0) out.tokens.push_back(event->token_id);
-    EXPECT_TRUE(event->error.ok()) << event->error;
-    if (event->is_final()) {
-      out.finish = event->finish;
-      break;
-    }
-  }
-  return out;
-}
-
-// Request r: a prompt of 2 + (7·r mod 41) tokens, the first 16 shared by the even requests.
-RequestSpec Spec(int r, int vocab, int max_tokens) {
-  RequestSpec spec;
-  const int length = 2 + (7 * r) % 41;
-  for (int i = 0; i < length; ++i) {
-    const bool shared = r % 2 == 0 && i < 16;
-    spec.prompt.push_back(3 + (shared ? (5 * i + 1) : (11 * r + 5 * i + 3 * i * i)) % (vocab - 3));
-  }
-  spec.sampling.temperature = 0.0f;
-  spec.stop.max_tokens = max_tokens;
-  spec.stop.ignore_eos = true;
-  return spec;
-}
+using mcserve::testing::MixedSpec;
+using mcserve::testing::Outcome;
 
 struct Served {
   std::unique_ptr<Model> model;
@@ -107,7 +75,7 @@ TEST_P(EngineEndToEndTest, ConcurrentRequestsGiveExactlyTheTokensEachGivesAlone)
     Served s = Serve(fixture, mc, 1, {}, 64);
     const int vocab = static_cast<int>(s.model->config().vocab_size);
     for (int r = 0; r < kRequests; ++r) {
-      auto handle = s.engine->Submit(Spec(r, vocab, 1 + r % 12));
+      auto handle = s.engine->Submit(MixedSpec(r, vocab, 1 + r % 12));
       ASSERT_TRUE(handle.ok()) << handle.status();
       alone[r] = Drain(**handle);
       ASSERT_EQ(alone[r].finish, FinishReason::kLength);
@@ -119,7 +87,7 @@ TEST_P(EngineEndToEndTest, ConcurrentRequestsGiveExactlyTheTokensEachGivesAlone)
   const int vocab = static_cast<int>(s.model->config().vocab_size);
   std::vector<std::shared_ptr<RequestHandle>> handles;
   for (int r = 0; r < kRequests; ++r) {
-    auto handle = s.engine->Submit(Spec(r, vocab, 1 + r % 12));
+    auto handle = s.engine->Submit(MixedSpec(r, vocab, 1 + r % 12));
     ASSERT_TRUE(handle.ok()) << handle.status();
     handles.push_back(std::move(*handle));
   }
@@ -138,27 +106,9 @@ TEST_P(EngineEndToEndTest, SixtyFourMixedRequestsFinishWithNothingLeaked) {
   if (GetParam().aggregation == "none") mc = {{"aggregation", "none"}};  // MC off (adaptive CMS)
   Served s = Serve(GetParam().fixture, mc, 8, {.device_bytes = 0, .hot_pages = 4}, 64);
   const int vocab = static_cast<int>(s.model->config().vocab_size);
-  std::vector<std::shared_ptr<RequestHandle>> handles;
-  for (int r = 0; r < 64; ++r) {
-    RequestSpec spec = Spec(r, vocab, 1 + (r * 5) % 20);
-    if (r % 3 == 1) {  // sampled, seeded
-      spec.sampling.temperature = 0.8f;
-      spec.sampling.top_p = 0.9f;
-      spec.sampling.seed = r;
-    }
-    auto handle = s.engine->Submit(std::move(spec));
-    ASSERT_TRUE(handle.ok()) << handle.status();
-    handles.push_back(std::move(*handle));
-  }
-  for (int r = 0; r < 64; r += 9) handles[r]->Abort();  // some clients give up
-  int cancelled = 0, finished = 0;
-  for (auto& handle : handles) {
-    const Outcome out = Drain(*handle);
-    cancelled += out.finish == FinishReason::kCancelled ? 1 : 0;
-    finished += out.finish == FinishReason::kLength ? 1 : 0;
-  }
-  EXPECT_EQ(cancelled + finished, 64);
-  EXPECT_GT(finished, 0);
+  const mcserve::testing::MixedResult mixed = mcserve::testing::RunSixtyFourMixedRequests(*s.engine, vocab);
+  EXPECT_EQ(mixed.cancelled + mixed.finished, 64);
+  EXPECT_GT(mixed.finished, 0);
   const EngineStats stats = s.engine->Stats();
   EXPECT_EQ(stats.slots_used, 0);
   EXPECT_EQ(stats.running, 0);
@@ -203,7 +153,7 @@ void WritePoisonedCopy(const std::string& name, const std::string& dir, int toke
 TEST(EngineNumericalErrorTest, ANonFiniteStateEndsOnlyItsRequest) {
   // Untied embeddings: a NaN row of a tied table would also be every request's lm_head row.
   const std::string kFixture = "hope_variants";
-  const RequestSpec clean = Spec(1, 320, 12);
+  const RequestSpec clean = MixedSpec(1, 320, 12);
   std::vector<int32_t> expected;
   {
     Served s = Serve(kFixture, {{"aggregation", "none"}}, 2, {}, 64);
@@ -217,7 +167,7 @@ TEST(EngineNumericalErrorTest, ANonFiniteStateEndsOnlyItsRequest) {
          std::find(expected.begin(), expected.end(), poison) != expected.end()) {
     ++poison;
   }
-  RequestSpec poisoned = Spec(3, 320, 12);
+  RequestSpec poisoned = MixedSpec(3, 320, 12);
   poisoned.prompt[5] = poison;
   testing::TempDir dir;
   WritePoisonedCopy(kFixture, dir.path(), poison);
