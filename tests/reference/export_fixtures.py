@@ -573,9 +573,11 @@ def _greedy_learning_generated(config, tensors, prompt_ids):
     return out
 
 
-def _evaluate_gam(config, tensors, prompt_ids):
-    """_evaluate for `gam` (GamLM, float64): prompt logits (parallel form), greedy ids and their margins."""
-    m = GamLM(config, tensors, dtype=torch.float64)
+def _evaluate_stepped(lm_class, config, tensors, prompt_ids):
+    """_evaluate for a model class with forward / new_state / step (float64): prompt logits, greedy ids
+    and their margins. gam: GamLM (parallel form); armt: ArmtLM (the wrapper's segment-at-a-time
+    forward, greedy ids streaming: segments close whenever full)."""
+    m = lm_class(config, tensors, dtype=torch.float64)
     logits = m.forward(prompt_ids)
     state = m.new_state()
     last, greedy, margins = m.step(prompt_ids, state)[-1], [], []
@@ -585,21 +587,14 @@ def _evaluate_gam(config, tensors, prompt_ids):
         greedy.append(int(torch.argmax(last)))
         last = m.step([greedy[-1]], state)[-1]
     return logits, greedy, margins
+
+
+def _evaluate_gam(config, tensors, prompt_ids):
+    return _evaluate_stepped(GamLM, config, tensors, prompt_ids)
 
 
 def _evaluate_armt(config, tensors, prompt_ids):
-    """_evaluate for `armt` (ArmtLM, float64): prompt logits (the wrapper's segment-at-a-time forward),
-    greedy ids (streaming: segments close whenever full) and their margins."""
-    m = ArmtLM(config, tensors, dtype=torch.float64)
-    logits = m.forward(prompt_ids)
-    state = m.new_state()
-    last, greedy, margins = m.step(prompt_ids, state)[-1], [], []
-    for _ in range(N_GREEDY):
-        top2 = torch.topk(last, 2).values
-        margins.append(float(top2[0] - top2[1]))
-        greedy.append(int(torch.argmax(last)))
-        last = m.step([greedy[-1]], state)[-1]
-    return logits, greedy, margins
+    return _evaluate_stepped(ArmtLM, config, tensors, prompt_ids)
 
 
 def _write_armt_state(config, tensors, prompt_ids, d):
