@@ -159,6 +159,36 @@ def test_family_streams_what_mcserve_run_writes(pb, fixture, family, mc):
         assert s.stop() == 0
 
 
+def test_armt_greedy_equals_the_official_generate(pb):
+    """ARMT's validation item: the served greedy continuation of a BABILong-shaped prompt (whole segments,
+    then a short last segment whose tokens plus the generated ones fit in one segment) equals the
+    official wrapper's generate() (the reference's reference_generate policy, which never closes the
+    last prompt segment); the engine serves the streaming policy, which agrees there."""
+    import json
+    import sys
+    sys.path.insert(0, os.path.join(ROOT, "tests", "reference"))
+    from mcserve_ref.armt import ArmtLM
+    from mcserve_ref.safetensors_io import load_model_dir
+    model = os.path.join(ROOT, "tests", "data", "models", "armt")
+    with open(os.path.join(model, "config.json")) as f:
+        config = json.load(f)
+    seg, vocab = config["segment_size"], config["vocab_size"]
+    tail = seg // 2
+    prompt = [3 + (7 * i + 5) % (vocab - 3) for i in range(2 * seg + tail)]
+    n = seg - tail
+    official = ArmtLM(dict(config, generate_policy="reference_generate"), load_model_dir(model)).greedy(prompt, n)
+    s = Server("--grpc-port", "0", model=model)
+    try:
+        stub = pb[1].GenerationStub(s.channel)
+        req = pb[0].GenerateRequest(token_ids=pb[0].TokenIds(ids=prompt),
+                                    sampling=pb[0].SamplingParams(temperature=0.0),
+                                    stop=pb[0].StopParams(max_tokens=n, ignore_eos=True))
+        served = [t for r in stub.Generate(req, timeout=30) for t in r.token_ids]
+        assert served == [int(t) for t in official]
+    finally:
+        assert s.stop() == 0
+
+
 def test_sixty_four_concurrent_streams(pb, stub):
     # 64 streams on 16 state slots: 48 of them wait in the queue first.
     n = 64
