@@ -8,8 +8,6 @@
 #pragma once
 
 #include <algorithm>
-#include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -23,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "engine/serving/model_runner.h"
 #include "engine/serving/prompt_logprobs.h"
+#include "tests/unit/engine/step_gate.h"
 
 namespace mcserve::engine::testing {
 
@@ -95,17 +94,7 @@ class FakeModelRunner : public ModelRunner {
   }
 
   absl::StatusOr<StepOutput> Step(std::span<const SequenceChunk> batch) override {
-    {
-      // The gate: a test can hold the engine loop inside a chosen step.
-      std::unique_lock<std::mutex> gate(gate_mu_);
-      if (pause_at_ >= 0 && step_count_ >= pause_at_) {
-        blocked_ = true;
-        gate_cv_.notify_all();
-        gate_cv_.wait(gate, [this] { return pause_at_ < 0 || step_count_ < pause_at_; });
-        blocked_ = false;
-      }
-      ++step_count_;
-    }
+    gate_.Enter();  // a test can hold the engine loop inside a chosen step
     std::lock_guard<std::mutex> lock(mu_);
     std::vector<Seq> record;
     std::set<int> seen;
@@ -208,23 +197,10 @@ class FakeModelRunner : public ModelRunner {
     std::lock_guard<std::mutex> lock(mu_);
     forced_[k] = token;
   }
-  // Step number `n` (0-based) and every later one block until Resume().
-  void PauseAtStep(int64_t n) {
-    std::lock_guard<std::mutex> gate(gate_mu_);
-    pause_at_ = n;
-  }
-  // Waits (up to a generous bound) until the engine loop is blocked at the pause; false on timeout.
-  bool WaitBlocked() {
-    std::unique_lock<std::mutex> gate(gate_mu_);
-    return gate_cv_.wait_for(gate, std::chrono::seconds(60), [this] { return blocked_; });
-  }
-  void Resume() {
-    {
-      std::lock_guard<std::mutex> gate(gate_mu_);
-      pause_at_ = -1;
-    }
-    gate_cv_.notify_all();
-  }
+  // Step number `n` (0-based) and every later one block until Resume() (StepGate).
+  void PauseAtStep(int64_t n) { gate_.PauseAt(n); }
+  bool WaitBlocked() { return gate_.WaitBlocked(); }
+  void Resume() { gate_.Resume(); }
   // Begin fails with INVALID_ARGUMENT for prompts starting with `token`.
   void SetBeginFailure(int32_t token) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -311,11 +287,7 @@ class FakeModelRunner : public ModelRunner {
   int begin_calls_ = 0;
   int failed_steps_ = 0;
 
-  std::mutex gate_mu_;
-  std::condition_variable gate_cv_;
-  int64_t pause_at_ = -1;
-  int64_t step_count_ = 0;
-  bool blocked_ = false;
+  StepGate gate_;
 };
 
 }  // namespace mcserve::engine::testing
