@@ -10,7 +10,7 @@
 namespace mcserve::kernels::internal {
 namespace {
 
-#define MCSERVE_AVX512_BF16 __attribute__((target("avx512f,avx512bw")))
+#define MCSERVE_AVX512 __attribute__((target("avx512f,avx512bw")))
 
 std::atomic<bool> force_avx2{false};
 
@@ -28,7 +28,7 @@ bool CpuHasAvx512() {
 // elements (shift) and odd ones (mask), multiplied with x's even/odd halves of that chunk (xs) by
 // F32 FMAs. With kTail, only the first `mask` lanes are read.
 template <int M, int R, bool kTail>
-MCSERVE_AVX512_BF16 inline void Step(const float* xs, int64_t ldx, const uint16_t* w, int64_t k, int64_t c,
+MCSERVE_AVX512 inline void Step(const float* xs, int64_t ldx, const uint16_t* w, int64_t k, int64_t c,
                                      __mmask32 mask, __m512 (&acc)[M][R]) {
   const __m512i odd_mask = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
   __m512 we[R], wo[R];
@@ -49,7 +49,7 @@ MCSERVE_AVX512_BF16 inline void Step(const float* xs, int64_t ldx, const uint16_
 // out[i, r] (+)= x[i, :] · w[r, :] for i < M, r < R; xs rows (x split per 32-chunk, zero-padded)
 // at stride ldx, w rows at stride k: full steps, then one masked step for the tail.
 template <int M, int R>
-MCSERVE_AVX512_BF16 void Block(const float* xs, int64_t ldx, const uint16_t* w, int64_t k, float* out,
+MCSERVE_AVX512 void Block(const float* xs, int64_t ldx, const uint16_t* w, int64_t k, float* out,
                                int64_t ldo, bool accumulate) {
   __m512 acc[M][R];
   for (int i = 0; i < M; ++i)
@@ -76,7 +76,7 @@ constexpr int RowsPerBlock() {
 }
 
 template <int M>
-MCSERVE_AVX512_BF16 void Range(const float* xs, const uint16_t* w, int64_t k, float* out, int64_t n,
+MCSERVE_AVX512 void Range(const float* xs, const uint16_t* w, int64_t k, float* out, int64_t n,
                                bool accumulate, int64_t j0, int64_t j1) {
   constexpr int R = RowsPerBlock<M>();
   const int64_t ldx = Avx512Columns(k);

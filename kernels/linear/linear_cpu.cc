@@ -150,6 +150,14 @@ void GemvRangeDispatch(int64_t m, const float* x, const float* xs, const typenam
   }
 }
 
+// x [m, k] in the AVX2 BF16 kernel's layout (SplitEvenOdd), in a thread-local buffer.
+const float* EvenOddInput(const float* x, int64_t m, int64_t k) {
+  thread_local std::vector<float> xs;
+  xs.resize(static_cast<size_t>(m * k));
+  SplitEvenOdd(x, m, k, xs.data());
+  return xs.data();
+}
+
 // x [m, k] in the AVX-512 BF16 kernel's layout (SplitForAvx512), in a thread-local buffer.
 const float* Avx512Input(const float* x, int64_t m, int64_t k) {
   thread_local std::vector<float> xs;
@@ -172,12 +180,7 @@ void Gemv(const Context& ctx, int64_t m, const float* x, const typename W::T* w,
     }
   }
   const float* xs = x;
-  if constexpr (std::is_same_v<W, Bf16W>) {
-    thread_local std::vector<float> split;
-    split.resize(static_cast<size_t>(m * k));
-    SplitEvenOdd(x, m, k, split.data());
-    xs = split.data();
-  }
+  if constexpr (std::is_same_v<W, Bf16W>) xs = EvenOddInput(x, m, k);
   cpu::ParallelFor(pool, n, [&](int64_t j0, int64_t j1) {
     GemvRangeDispatch<W>(m, x, xs, w, k, out, n, accumulate, j0, j1);
   });
@@ -282,13 +285,10 @@ absl::Status LinearGroupCpu(const Context& ctx, const LinearGroupArgs& args) {
     any_bf16 = any_bf16 || item.w->dtype() == DType::kBF16;
   }
   const float* x512 = nullptr;
-  thread_local std::vector<float> split;
   if (any_bf16 && UseAvx512Bf16Gemv()) {
     x512 = Avx512Input(xp, m, k);
   } else if (any_bf16) {
-    split.resize(static_cast<size_t>(m * k));
-    SplitEvenOdd(xp, m, k, split.data());
-    xs = split.data();
+    xs = EvenOddInput(xp, m, k);
   }
   // Rows [0, total) are the items' output rows one after another; each block runs its share of each.
   cpu::ThreadPool* pool = m * total * k >= kMinParallelMacs ? ctx.pool : nullptr;
