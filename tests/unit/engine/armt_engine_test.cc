@@ -24,6 +24,8 @@ using mcserve::testing::Drain;
 using mcserve::testing::FixtureDir;
 using mcserve::testing::MixedSpec;
 using mcserve::testing::Outcome;
+using mcserve::testing::RunMixedAlone;
+using mcserve::testing::RunMixedTogether;
 using mcserve::testing::LoadGolden;
 
 // Forwards to a RecurrentRunner and records each step's chunks (slot, tokens, close).
@@ -133,29 +135,18 @@ TEST(ArmtEngineTest, PromptLogprobsAcrossClosesMatchTheReference) {
 
 TEST(ArmtEngineTest, ConcurrentRequestsGiveExactlyTheTokensEachGivesAloneWithClosesBatched) {
   constexpr int kRequests = 16;
-  std::vector<Outcome> alone(kRequests);
+  std::vector<Outcome> alone;
   {
     Served s = Serve("armt", 1, 64);
-    const int vocab = static_cast<int>(s.model->config().vocab_size);
-    for (int r = 0; r < kRequests; ++r) {
-      auto handle = s.engine->Submit(MixedSpec(r, vocab, 1 + r % 12));
-      ASSERT_TRUE(handle.ok()) << handle.status();
-      alone[r] = Drain(**handle);
-      ASSERT_EQ(alone[r].finish, FinishReason::kLength);
-    }
+    alone = RunMixedAlone(*s.engine, static_cast<int>(s.model->config().vocab_size), kRequests);
+  }
+  for (int r = 0; r < kRequests; ++r) {
+    ASSERT_EQ(alone[r].finish, FinishReason::kLength);
   }
   Served s = Serve("armt", 6, 24);  // more requests than slots; prompts split over steps
   const int vocab = static_cast<int>(s.model->config().vocab_size);
-  std::vector<std::shared_ptr<RequestHandle>> handles;
-  for (int r = 0; r < kRequests; ++r) {
-    auto handle = s.engine->Submit(MixedSpec(r, vocab, 1 + r % 12));
-    ASSERT_TRUE(handle.ok()) << handle.status();
-    handles.push_back(std::move(*handle));
-  }
-  std::vector<Outcome> together(kRequests);
-  std::vector<std::thread> readers;
-  for (int r = 0; r < kRequests; ++r) readers.emplace_back([&, r] { together[r] = Drain(*handles[r]); });
-  for (std::thread& t : readers) t.join();
+  const std::vector<Outcome> together = RunMixedTogether(*s.engine, vocab, kRequests);
+  ASSERT_EQ(together.size(), alone.size());
   for (int r = 0; r < kRequests; ++r) EXPECT_EQ(together[r].tokens, alone[r].tokens) << "request " << r;
   int closes = 0, closes_beside_decodes = 0;
   for (const auto& step : s.runner->steps()) {

@@ -30,6 +30,10 @@ using mcserve::testing::Drain;
 using mcserve::testing::FixtureDir;
 using mcserve::testing::MixedSpec;
 using mcserve::testing::Outcome;
+using mcserve::testing::RunMixedAlone;
+using mcserve::testing::RunMixedTogether;
+using testing::CopyFixturePatched;  // model_test_util.h
+using testing::PutF32;
 
 struct Served {
   std::unique_ptr<Model> model;
@@ -70,31 +74,20 @@ TEST_P(EngineEndToEndTest, ConcurrentRequestsGiveExactlyTheTokensEachGivesAlone)
   const std::string& fixture = GetParam().fixture;
   const std::map<std::string, std::string> mc = {{"aggregation", GetParam().aggregation}, {"segment_size", "4"}};
   constexpr int kRequests = 16;
-  std::vector<Outcome> alone(kRequests);
+  std::vector<Outcome> alone;
   {
     Served s = Serve(fixture, mc, 1, {}, 64);
-    const int vocab = static_cast<int>(s.model->config().vocab_size);
-    for (int r = 0; r < kRequests; ++r) {
-      auto handle = s.engine->Submit(MixedSpec(r, vocab, 1 + r % 12));
-      ASSERT_TRUE(handle.ok()) << handle.status();
-      alone[r] = Drain(**handle);
-      ASSERT_EQ(alone[r].finish, FinishReason::kLength);
-      ASSERT_EQ(static_cast<int>(alone[r].tokens.size()), 1 + r % 12);
-    }
+    alone = RunMixedAlone(*s.engine, static_cast<int>(s.model->config().vocab_size), kRequests);
+  }
+  for (int r = 0; r < kRequests; ++r) {
+    ASSERT_EQ(alone[r].finish, FinishReason::kLength);
+    ASSERT_EQ(static_cast<int>(alone[r].tokens.size()), 1 + r % 12);
   }
   // All at once, more requests than slots, a token budget that splits prompts over steps.
   Served s = Serve(fixture, mc, 6, {}, 24);
   const int vocab = static_cast<int>(s.model->config().vocab_size);
-  std::vector<std::shared_ptr<RequestHandle>> handles;
-  for (int r = 0; r < kRequests; ++r) {
-    auto handle = s.engine->Submit(MixedSpec(r, vocab, 1 + r % 12));
-    ASSERT_TRUE(handle.ok()) << handle.status();
-    handles.push_back(std::move(*handle));
-  }
-  std::vector<Outcome> together(kRequests);
-  std::vector<std::thread> readers;
-  for (int r = 0; r < kRequests; ++r) readers.emplace_back([&, r] { together[r] = Drain(*handles[r]); });
-  for (std::thread& t : readers) t.join();
+  const std::vector<Outcome> together = RunMixedTogether(*s.engine, vocab, kRequests);
+  ASSERT_EQ(together.size(), alone.size());
   for (int r = 0; r < kRequests; ++r) EXPECT_EQ(together[r].tokens, alone[r].tokens) << "request " << r;
   const EngineStats stats = s.engine->Stats();
   EXPECT_EQ(stats.slots_used, 0);
@@ -127,25 +120,11 @@ TEST_P(EngineEndToEndTest, SixtyFourMixedRequestsFinishWithNothingLeaked) {
 // A copy of fixture `name` in `dir` whose embedding row `token` is NaN: any request that reads the token
 // fills its own fast weights with NaN from there on.
 void WritePoisonedCopy(const std::string& name, const std::string& dir, int token) {
-  for (const auto& f : std::filesystem::directory_iterator(FixtureDir(name))) {
-    std::filesystem::copy_file(f.path(), dir + "/" + f.path().filename().string());
-  }
-  const std::string path = dir + "/model.safetensors";
-  std::ifstream in(path, std::ios::binary);
-  std::string image((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  in.close();
-  auto layout = ParseSafetensorsImage(image, path);
-  ASSERT_TRUE(layout.ok()) << layout.status();
-  for (const SafetensorsEntry& e : layout->entries) {
-    if (e.name != "model.embeddings.weight") continue;
+  CopyFixturePatched(FixtureDir(name), dir, [&](const SafetensorsEntry& e, char* bytes) {
+    if (e.name != "model.embeddings.weight") return;
     const int64_t hidden = e.shape[1];
-    const float nan = std::numeric_limits<float>::quiet_NaN();
-    for (int64_t j = 0; j < hidden; ++j) {
-      std::memcpy(image.data() + layout->data_offset + e.begin + (token * hidden + j) * sizeof(float), &nan,
-                  sizeof(float));
-    }
-  }
-  std::ofstream(path, std::ios::binary | std::ios::trunc) << image;
+    for (int64_t j = 0; j < hidden; ++j) PutF32(bytes, token * hidden + j, std::numeric_limits<float>::quiet_NaN());
+  });
 }
 
 // A request whose state turns NaN ends with an error; a request running beside it in the same

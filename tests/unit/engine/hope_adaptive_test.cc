@@ -25,6 +25,8 @@ namespace {
 namespace fx = ::mcserve::testing;  // the fixture helpers (fixture_util.h, reference_generate.h)
 using fx::FixtureDir;
 using fx::RelativeError;
+using testing::CopyFixturePatched;  // model_test_util.h
+using testing::PutF32;
 
 constexpr char kFixture[] = "hope_adaptive";
 
@@ -132,29 +134,16 @@ TEST_F(HopeAdaptiveTest, AResetSlotForgetsWhatItLearned) {
 // Copies fixture `name` into `dir` with every in_proj.weight [H·d, hidden] set to the identity and, when
 // `heads`, config.json's memory_input switched to slice (head slices of u; the in_proj tensors go unused).
 void WriteIdentityInProjCopy(const std::string& name, const std::string& dir, bool heads) {
-  for (const auto& f : std::filesystem::directory_iterator(FixtureDir(name))) {
-    std::filesystem::copy_file(f.path(), dir + "/" + f.path().filename().string());
-  }
-  const std::string path = dir + "/model.safetensors";
-  std::ifstream in(path, std::ios::binary);
-  std::string image((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  in.close();
-  auto layout = ParseSafetensorsImage(image, path);
-  ASSERT_TRUE(layout.ok()) << layout.status();
   int patched = 0;
-  for (const SafetensorsEntry& e : layout->entries) {
-    if (!e.name.ends_with(".attn.in_proj.weight")) continue;
+  CopyFixturePatched(FixtureDir(name), dir, [&](const SafetensorsEntry& e, char* bytes) {
+    if (!e.name.ends_with(".attn.in_proj.weight")) return;
     ASSERT_EQ(e.shape[0], e.shape[1]);
     for (int64_t i = 0; i < e.shape[0]; ++i) {
-      for (int64_t j = 0; j < e.shape[1]; ++j) {
-        const float v = i == j ? 1.0f : 0.0f;
-        std::memcpy(image.data() + layout->data_offset + e.begin + (i * e.shape[1] + j) * sizeof(float), &v, sizeof(v));
-      }
+      for (int64_t j = 0; j < e.shape[1]; ++j) PutF32(bytes, i * e.shape[1] + j, i == j ? 1.0f : 0.0f);
     }
     ++patched;
-  }
+  });
   ASSERT_GT(patched, 0);
-  std::ofstream(path, std::ios::binary | std::ios::trunc) << image;
   if (!heads) return;
   std::ifstream cin(dir + "/config.json");
   std::string config((std::istreambuf_iterator<char>(cin)), std::istreambuf_iterator<char>());

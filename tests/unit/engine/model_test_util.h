@@ -9,12 +9,15 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <iterator>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "engine/model/safetensors.h"
 #include "gtest/gtest.h"
 
 namespace mcserve::engine::testing {
@@ -77,6 +80,26 @@ inline std::string BuildSafetensors(const std::vector<TensorBytes>& tensors, siz
 inline void WriteFile(const std::string& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+// Writes float v as element i of the F32 tensor whose raw bytes start at `bytes` (unaligned-safe).
+inline void PutF32(char* bytes, int64_t i, float v) { std::memcpy(bytes + i * sizeof(float), &v, sizeof v); }
+
+// Copies every file of fixture directory `from` into `dir`, then runs patch(entry, bytes) on each
+// tensor of model.safetensors (bytes: the tensor's first raw byte) and writes the file back.
+inline void CopyFixturePatched(const std::string& from, const std::string& dir,
+                               const std::function<void(const SafetensorsEntry&, char*)>& patch) {
+  for (const auto& f : std::filesystem::directory_iterator(from)) {
+    std::filesystem::copy_file(f.path(), dir + "/" + f.path().filename().string());
+  }
+  const std::string path = dir + "/model.safetensors";
+  std::ifstream in(path, std::ios::binary);
+  std::string image((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  in.close();
+  auto layout = ParseSafetensorsImage(image, path);
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  for (const SafetensorsEntry& e : layout->entries) patch(e, image.data() + layout->data_offset + e.begin);
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << image;
 }
 
 // A fresh directory removed (recursively) on destruction.

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "engine/serving/engine.h"
@@ -51,6 +52,33 @@ inline engine::RequestSpec MixedSpec(int r, int vocab, int max_tokens) {
   spec.stop.max_tokens = max_tokens;
   spec.stop.ignore_eos = true;
   return spec;
+}
+
+// MixedSpec 0..n−1 (request r asks 1 + r mod 12 tokens) submitted one after another, each drained
+// before the next: what each request gives alone.
+inline std::vector<Outcome> RunMixedAlone(engine::Engine& engine, int vocab, int n) {
+  std::vector<Outcome> out;
+  for (int r = 0; r < n; ++r) {
+    auto handle = engine.Submit(MixedSpec(r, vocab, 1 + r % 12));
+    EXPECT_TRUE(handle.ok()) << handle.status();
+    out.push_back(handle.ok() ? Drain(**handle) : Outcome{});
+  }
+  return out;
+}
+
+// The same n requests submitted all at once and drained by a reader thread each.
+inline std::vector<Outcome> RunMixedTogether(engine::Engine& engine, int vocab, int n) {
+  std::vector<std::shared_ptr<engine::RequestHandle>> handles;
+  for (int r = 0; r < n; ++r) {
+    auto handle = engine.Submit(MixedSpec(r, vocab, 1 + r % 12));
+    EXPECT_TRUE(handle.ok()) << handle.status();
+    if (handle.ok()) handles.push_back(std::move(*handle));
+  }
+  std::vector<Outcome> out(handles.size());
+  std::vector<std::thread> readers;
+  for (size_t r = 0; r < handles.size(); ++r) readers.emplace_back([&, r] { out[r] = Drain(*handles[r]); });
+  for (std::thread& t : readers) t.join();
+  return out;
 }
 
 // How the 64-request workload ended.
