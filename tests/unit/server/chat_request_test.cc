@@ -8,6 +8,7 @@
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
+#include "tests/unit/server/tokenizer_suite.h"
 
 namespace mcserve::server {
 namespace {
@@ -18,15 +19,8 @@ constexpr char kTemplate[] =
     "{{ bos_token }}{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% if m.role == 'assistant' %}"
     "{{ eos_token }}{% endif %}{% endfor %}{% if add_generation_prompt %}assistant:{% endif %}";
 
-class ChatRequestTest : public ::testing::Test {
+class ChatRequestTest : public TokenizerSuite {
  protected:
-  static void SetUpTestSuite() {
-    auto tokenizer =
-        engine::Tokenizer::Load(std::string(MCSERVE_TEST_DATA_DIR) + "/models/gated_deltanet/tokenizer.model");
-    ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
-    tokenizer_ = std::move(*tokenizer).release();
-  }
-  static void TearDownTestSuite() { delete tokenizer_; }
   void SetUp() override { chat_.chat_template = std::move(*ChatTemplate::Parse(kTemplate)); }
 
   absl::StatusOr<CompletionRequest> Parse(const std::string& body) {
@@ -42,11 +36,8 @@ class ChatRequestTest : public ::testing::Test {
   }
   std::vector<int32_t> Encode(const std::string& text) { return *tokenizer_->Encode(text, /*add_bos=*/false); }
 
-  static engine::Tokenizer* tokenizer_;
   ChatTemplateConfig chat_;
 };
-
-engine::Tokenizer* ChatRequestTest::tokenizer_ = nullptr;
 
 TEST_F(ChatRequestTest, MessagesRenderWithSpecialTokensAsIds) {
   auto r = Parse(R"({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"},

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
+#include "tests/unit/server/tokenizer_suite.h"
 #include "nlohmann/json.hpp"
 
 namespace mcserve::server {
@@ -15,16 +16,8 @@ namespace {
 
 using Json = nlohmann::json;
 
-class CompletionOutputTest : public ::testing::Test {
+class CompletionOutputTest : public TokenizerSuite {
  protected:
-  static void SetUpTestSuite() {
-    auto tokenizer =
-        engine::Tokenizer::Load(std::string(MCSERVE_TEST_DATA_DIR) + "/models/gated_deltanet/tokenizer.model");
-    ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
-    tokenizer_ = std::move(*tokenizer).release();
-  }
-  static void TearDownTestSuite() { delete tokenizer_; }
-
   static CompletionResult Result(int n, bool chat, std::string echo = "") {
     return CompletionResult{.id = chat ? "chatcmpl-7" : "cmpl-7", .model = "m", .created = 5, .chat = chat,
                             .echo_text = std::move(echo), .choices = std::vector<ChoiceResult>(n), .prompt_tokens = 4};
@@ -49,11 +42,7 @@ class CompletionOutputTest : public ::testing::Test {
     }
     return out;
   }
-
-  static engine::Tokenizer* tokenizer_;
 };
-
-engine::Tokenizer* CompletionOutputTest::tokenizer_ = nullptr;
 
 TEST_F(CompletionOutputTest, CompletionWithTwoChoicesAndEcho) {
   CompletionOutput out(Result(2, false, "Hello"), tokenizer_, {});

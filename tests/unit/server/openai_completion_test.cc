@@ -7,20 +7,13 @@
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
+#include "tests/unit/server/tokenizer_suite.h"
 
 namespace mcserve::server {
 namespace {
 
-class OpenAiCompletionTest : public ::testing::Test {
+class OpenAiCompletionTest : public TokenizerSuite {
  protected:
-  static void SetUpTestSuite() {
-    auto tokenizer =
-        engine::Tokenizer::Load(std::string(MCSERVE_TEST_DATA_DIR) + "/models/gated_deltanet/tokenizer.model");
-    ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
-    tokenizer_ = std::move(*tokenizer).release();
-  }
-  static void TearDownTestSuite() { delete tokenizer_; }
-
   absl::StatusOr<CompletionRequest> Parse(const std::string& body) {
     const CompletionLimits limits{.rules = {.vocab_size = vocab(), .max_tokens_limit = 4096}};
     return ParseCompletionRequest(body, *tokenizer_, limits);
@@ -34,11 +27,7 @@ class OpenAiCompletionTest : public ::testing::Test {
     return std::string(r.status().message());
   }
   int vocab() const { return tokenizer_->vocab_size(); }
-
-  static engine::Tokenizer* tokenizer_;
 };
-
-engine::Tokenizer* OpenAiCompletionTest::tokenizer_ = nullptr;
 
 TEST_F(OpenAiCompletionTest, MaxTokensBeyondIntIsOutOfRangeNotWrapped) {
   EXPECT_EQ(Error(R"({"prompt": "hi", "max_tokens": 1e12})"), "max_tokens: 1e+12 is outside [1, 4096]");

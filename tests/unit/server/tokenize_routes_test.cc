@@ -6,6 +6,7 @@
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
+#include "tests/unit/server/tokenizer_suite.h"
 #include "nlohmann/json.hpp"
 
 namespace mcserve::server {
@@ -13,15 +14,8 @@ namespace {
 
 using Json = nlohmann::json;
 
-class TokenizeRoutesTest : public ::testing::Test {
+class TokenizeRoutesTest : public TokenizerSuite {
  protected:
-  static void SetUpTestSuite() {
-    auto tokenizer =
-        engine::Tokenizer::Load(std::string(MCSERVE_TEST_DATA_DIR) + "/models/gated_deltanet/tokenizer.model");
-    ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
-    tokenizer_ = std::move(*tokenizer).release();
-  }
-  static void TearDownTestSuite() { delete tokenizer_; }
   void SetUp() override {
     chat_.chat_template = std::move(*ChatTemplate::Parse("{{ bos_token }}{% for m in messages %}{{ m.content }}{% endfor %}"));
     context_ = {.tokenizer = tokenizer_, .chat = &chat_, .model_name = "m", .vocab_size = tokenizer_->vocab_size(),
@@ -33,12 +27,9 @@ class TokenizeRoutesTest : public ::testing::Test {
     return Json::parse(r.body)["error"]["message"];
   }
 
-  static engine::Tokenizer* tokenizer_;
   ChatTemplateConfig chat_;
   TokenizeContext context_;
 };
-
-engine::Tokenizer* TokenizeRoutesTest::tokenizer_ = nullptr;
 
 TEST_F(TokenizeRoutesTest, PromptAndMessages) {
   const std::vector<int32_t> plain = *tokenizer_->Encode("In the beginning", /*add_bos=*/false);
