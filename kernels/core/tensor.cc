@@ -10,11 +10,10 @@
 #include "base/status_macros.h"
 #include "kernels/core/tensor_data.h"
 #include "kernels/core/device_runtime.h"
+#include "kernels/core/host_block_cache.h"
 
 namespace mcserve::kernels {
 namespace {
-
-constexpr size_t kAlignment = 64;
 
 // Device storage of `nbytes` bytes, zeroed, from the device's caching allocator.
 absl::StatusOr<std::shared_ptr<void>> AllocateDevice(Device device, int64_t nbytes) {
@@ -25,15 +24,14 @@ absl::StatusOr<std::shared_ptr<void>> AllocateDevice(Device device, int64_t nbyt
   return storage;
 }
 
+// Host storage of `nbytes` bytes, zeroed: from the thread's HostBlockCache where one is installed.
 absl::StatusOr<std::shared_ptr<void>> AllocateHost(int64_t nbytes) {
-  size_t rounded = (static_cast<size_t>(nbytes) + kAlignment - 1) / kAlignment * kAlignment;
-  if (rounded == 0) rounded = kAlignment;
-  void* p = std::aligned_alloc(kAlignment, rounded);
-  if (p == nullptr) {
-    return absl::ResourceExhaustedError(absl::StrCat("cannot allocate ", nbytes, " bytes"));
+  if (HostBlockCache* cache = HostBlockCache::Current()) {
+    if (std::shared_ptr<void> block = cache->Acquire(static_cast<size_t>(nbytes))) return block;
   }
-  std::memset(p, 0, rounded);
-  return std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+  std::shared_ptr<void> block = AllocateHostBlock(static_cast<size_t>(nbytes));
+  if (block == nullptr) return absl::ResourceExhaustedError(absl::StrCat("cannot allocate ", nbytes, " bytes"));
+  return block;
 }
 
 // Host bytes into t's storage (t on any device).
