@@ -7,6 +7,7 @@
 #include "kernels/assoc_memory/assoc_memory.h"
 #include "kernels/assoc_memory/assoc_memory_math.h"
 #include "kernels/core/tensor_data.h"
+#include "kernels/cpu/scratch.h"
 #include "kernels/cpu/thread_pool.h"
 
 namespace mcserve::kernels::internal {
@@ -43,7 +44,7 @@ absl::Status AssocReadCpu(const Context& ctx, const AssocReadArgs& args) {
   const float *fq = Data<float>(*args.fq), *a = Data<float>(*args.a), *z = Data<float>(*args.z);
   float* h = Data<float>(*args.h);
   cpu::ParallelFor(ctx.pool, t, [&](int64_t begin, int64_t end) {
-    std::vector<float> acc(d);
+    const std::span<float> acc = cpu::ThreadScratch(d);
     for (int64_t r = begin; r < end; ++r) {
       const int64_t s = slots[seq[r]];
       const float* fr = fq + r * nf;
@@ -67,7 +68,7 @@ absl::Status AssocWriteCpu(const Context& ctx, const AssocWriteArgs& args) {
   float *delta = Data<float>(*args.delta), *gamma = Data<float>(*args.gamma);
   float *a = Data<float>(*args.a), *z = Data<float>(*args.z);
   cpu::ParallelFor(ctx.pool, t, [&](int64_t begin, int64_t end) {  // recall terms, old state
-    std::vector<float> vbar(d, 0.0f);
+    const std::span<float> vbar = cpu::ThreadScratch(d);
     for (int64_t r = begin; r < end; ++r) {
       const int64_t s = slots[seq[r]];
       const float* fr = fk + r * nf;
@@ -84,7 +85,7 @@ absl::Status AssocWriteCpu(const Context& ctx, const AssocWriteArgs& args) {
     }
   });
   cpu::ParallelFor(ctx.pool, num_seqs * nf, [&](int64_t begin, int64_t end) {  // A += fkᵀ delta, z += γ fk
-    std::vector<float> acc(d);
+    const std::span<float> acc = cpu::ThreadScratch(d);
     for (int64_t task = begin; task < end; ++task) {
       const int64_t b = task / nf, f = task % nf, s = slots[b], n = cu[b + 1] - cu[b];
       if (n == 0) continue;

@@ -7,6 +7,7 @@
 #include "kernels/attention/attention.h"
 #include "kernels/attention/attention_math.h"
 #include "kernels/core/tensor_data.h"
+#include "kernels/cpu/scratch.h"
 #include "kernels/cpu/thread_pool.h"
 
 namespace mcserve::kernels::internal {
@@ -56,7 +57,7 @@ absl::Status AttentionCpu(const Context& ctx, const AttentionArgs& args) {
   }
   const int64_t group = c.hq / c.hkv, row = c.hkv * c.dh;
   cpu::ParallelFor(ctx.pool, t * c.hq, [&](int64_t begin, int64_t end) {
-    std::vector<float> w(c.capacity);
+    const std::span<float> w = cpu::ThreadScratch(c.capacity);
     for (int64_t task = begin; task < end; ++task) {
       const int64_t r = task / c.hq, h = task % c.hq, b = seq_of_row[r];
       const int64_t len = c.cached[b] + (r - c.cu[b]) + 1;  // positions 0 .. cached + j

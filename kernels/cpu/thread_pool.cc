@@ -1,8 +1,11 @@
 #include "kernels/cpu/thread_pool.h"
 
+#include "kernels/cpu/scratch.h"
+
 #include <cblas.h>
 
 #include <algorithm>
+#include <latch>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -33,7 +36,17 @@ ThreadPool::ThreadPool(int num_threads) {
   // at the default, spin between calls (and from start-up) and slow every other op down.
   openblas_set_num_threads(1);
   if (num_threads <= 0) num_threads = std::max(1u, std::thread::hardware_concurrency());
-  for (int i = 0; i + 1 < num_threads; ++i) workers_.emplace_back([this] { WorkerLoop(); });
+  // Workers are running, their per-thread scratch made, when the constructor returns: nothing a
+  // thread does on its first start lands inside a later loop.
+  std::latch started(num_threads - 1);
+  for (int i = 0; i + 1 < num_threads; ++i) {
+    workers_.emplace_back([this, &started] {
+      ThreadScratch(0), OpScratch(0);
+      started.count_down();
+      WorkerLoop();
+    });
+  }
+  started.wait();
 }
 
 ThreadPool::~ThreadPool() {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/core/tensor_data.h"
+#include "kernels/cpu/scratch.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/deep_memory/deep_memory.h"
 #include "kernels/deep_memory/deep_memory_math.h"
@@ -37,10 +38,14 @@ struct Problem {
 };
 
 // Per-task buffers: rows × e for z, GELU(z), dz; rows × d for y, dy; the read-out's e + d.
+// Views of the thread's loop-body scratch (cpu::ThreadScratch).
 struct Scratch {
-  std::vector<float> z, h, dz, y, dy, hq, yq;
-  Scratch(int64_t rows, int d, int e)
-      : z(rows * e), h(rows * e), dz(rows * e), y(rows * d), dy(rows * d), hq(e), yq(d) {}
+  std::span<float> z, h, dz, y, dy, hq, yq;
+  Scratch(int64_t rows, int d, int e) {
+    cpu::ScratchCarver c(cpu::ThreadScratch(3 * rows * e + 2 * rows * d + e + d));
+    z = c.Take(rows * e), h = c.Take(rows * e), dz = c.Take(rows * e);
+    y = c.Take(rows * d), dy = c.Take(rows * d), hq = c.Take(e), yq = c.Take(d);
+  }
 };
 
 const float* LnRow(const float* ln, int64_t head, int d) { return ln != nullptr ? ln + head * d : nullptr; }

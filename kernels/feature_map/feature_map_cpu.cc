@@ -1,9 +1,9 @@
 // CPU FeatureMap: threads over (token, head) rows; each row is computed into a scratch buffer, so
 // same-shape maps may run in place.
 #include <cstring>
-#include <vector>
 
 #include "kernels/core/tensor_data.h"
+#include "kernels/cpu/scratch.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/feature_map/feature_map.h"
 #include "kernels/feature_map/feature_map_math.h"
@@ -11,28 +11,23 @@
 namespace mcserve::kernels::internal {
 namespace {
 
-// Widens a F32/BF16/F16 tensor to floats; empty for null.
-std::vector<float> ToFloat(const Tensor* t) {
-  std::vector<float> out;
-  if (t == nullptr) return out;
-  out.resize(t->numel());
+// Widens a F32/BF16/F16 tensor into `out` (numel floats); nothing for null.
+void Widen(const Tensor* t, std::span<float> out) {
+  if (t == nullptr) return;
   if (t->dtype() == DType::kF32) {
     std::memcpy(out.data(), Data<float>(*t), out.size() * sizeof(float));
-    return out;
+    return;
   }
   const uint16_t* p = Data<uint16_t>(*t);
   const bool bf16 = t->dtype() == DType::kBF16;
   for (size_t i = 0; i < out.size(); ++i) out[i] = bf16 ? Bf16ToF32(p[i]) : F16ToF32(p[i]);
-  return out;
 }
 
-// [n, n] nn.Linear weight -> transposed floats [n (in), n (out)].
-std::vector<float> TransposedWeight(const Tensor* w, int n) {
-  std::vector<float> raw = ToFloat(w), t(raw.size());
+// [n, n] nn.Linear weight -> transposed floats [n (in), n (out)] in `out`.
+void TransposeWeight(const Tensor* w, int n, std::span<float> out) {
   for (int i = 0; i < n; ++i) {
-    for (int j = 0; j < n; ++j) t[static_cast<size_t>(j) * n + i] = raw[static_cast<size_t>(i) * n + j];
+    for (int j = 0; j < n; ++j) out[static_cast<size_t>(j) * n + i] = WidenedAt(*w, static_cast<int64_t>(i) * n + j);
   }
-  return t;
 }
 
 }  // namespace
@@ -46,16 +41,23 @@ absl::Status FeatureMapCpu(const Context& ctx, const FeatureMapArgs& args) {
   const FeatureMapKind kind = args.kind;
   const bool layer1 = kind == FeatureMapKind::kHadamard || kind == FeatureMapKind::kHedgehog ||
                       kind == FeatureMapKind::kT2R;
-  const std::vector<float> w1 = layer1 ? TransposedWeight(args.w1, d) : std::vector<float>();
-  const std::vector<float> w2 = kind == FeatureMapKind::kHadamard ? TransposedWeight(args.w2, d) : std::vector<float>();
-  const std::vector<float> b1 = ToFloat(args.b1), b2 = ToFloat(args.b2);
+  // The op's widened weights [d, d] (transposed) and biases [d], in the thread's op scratch.
+  const bool layer2 = kind == FeatureMapKind::kHadamard;
+  const size_t dd = static_cast<size_t>(d) * d;
+  cpu::ScratchCarver inputs(cpu::OpScratch((layer1 ? dd : 0) + (layer2 ? dd : 0) + 2 * static_cast<size_t>(d)));
+  const std::span<float> w1 = inputs.Take(layer1 ? dd : 0), w2 = inputs.Take(layer2 ? dd : 0);
+  const std::span<float> b1 = inputs.Take(args.b1 != nullptr ? d : 0), b2 = inputs.Take(args.b2 != nullptr ? d : 0);
+  if (layer1) TransposeWeight(args.w1, d, w1);
+  if (layer2) TransposeWeight(args.w2, d, w2);
+  Widen(args.b1, b1), Widen(args.b2, b2);
   const float* b1p = b1.empty() ? nullptr : b1.data();
   const float* b2p = b2.empty() ? nullptr : b2.data();
   const float* xd = Data<float>(x);
   float* od = Data<float>(*args.out);
 
   cpu::ParallelFor(ctx.pool, rows, [&](int64_t begin, int64_t end) {
-    std::vector<float> y1(d), y2(d), row(out_dim);
+    cpu::ScratchCarver body(cpu::ThreadScratch(2 * static_cast<size_t>(d) + out_dim));
+    const std::span<float> y1 = body.Take(d), y2 = body.Take(d), row = body.Take(out_dim);
     for (int64_t r = begin; r < end; ++r) {
       const float* xr = xd + r * d;
       switch (kind) {

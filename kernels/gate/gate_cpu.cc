@@ -3,6 +3,7 @@
 
 #include "base/status_macros.h"
 #include "kernels/core/tensor_data.h"
+#include "kernels/cpu/scratch.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/gate/gate.h"
 #include "kernels/gate/gate_math.h"
@@ -20,9 +21,9 @@ absl::Status GateCpu(const Context& ctx, const GateArgs& args) {
   float* out = Data<float>(*args.out);
   cpu::ThreadPool* pool = rows * n >= kMinParallelElements ? ctx.pool : nullptr;
   if (args.kind == GateKind::kSoftplusDecay) {
-    thread_local std::vector<float> a_log_widened, dt_bias_widened;
-    const float* a_log = F32View(*args.a_log, a_log_widened);        // [H]
-    const float* dt_bias = F32View(*args.dt_bias, dt_bias_widened);  // [H]
+    cpu::ScratchCarver widened(cpu::OpScratch(args.a_log->numel() + args.dt_bias->numel()));
+    const float* a_log = F32View(*args.a_log, widened.Take(args.a_log->numel()));        // [H]
+    const float* dt_bias = F32View(*args.dt_bias, widened.Take(args.dt_bias->numel()));  // [H]
     if (a_log == nullptr || dt_bias == nullptr) return absl::InvalidArgumentError("Gate: a_log/dt_bias not readable");
     cpu::ParallelFor(pool, rows, [&](int64_t begin, int64_t end) {
       for (int64_t t = begin; t < end; ++t) {

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/cpu/scratch.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/hope_memory/hope_features.h"
 #include "kernels/hope_memory/hope_mem_write.h"
@@ -19,7 +20,7 @@ absl::Status RunScan(const Context& ctx, const hope_memory_math::HopeScanParams&
   namespace math = hope_memory_math;
   if (num_seqs == 0 || p.t == 0) return absl::OkStatus();
   cpu::ParallelFor(ctx.pool, num_seqs * p.heads, [&](int64_t begin, int64_t end) {
-    std::vector<float> scratch(math::HopeScratchFloats(p.d, p.e));
+    const std::span<float> scratch = cpu::ThreadScratch(math::HopeScratchFloats(p.d, p.e));
     for (int64_t task = begin; task < end; ++task) {
       math::ScanHead(p, task / p.heads, task % p.heads, scratch.data(), math::SoloTeam{});
     }

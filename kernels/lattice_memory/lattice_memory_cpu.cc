@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "kernels/core/tensor_data.h"
+#include "kernels/cpu/scratch.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/lattice_memory/lattice_memory.h"
 #include "kernels/lattice_memory/lattice_memory_math.h"
@@ -28,7 +29,7 @@ absl::Status LatticeMemoryCpu(const Context& ctx, const LatticeMemoryArgs& args)
   const int64_t md = static_cast<int64_t>(m) * d;
 
   cpu::ParallelFor(ctx.pool, num_seqs * hs, [&](int64_t begin, int64_t end) {
-    std::vector<float> scratch(2 * m + d);
+    const std::span<float> scratch = cpu::ThreadScratch(2 * m + d);
     for (int64_t task = begin; task < end; ++task) {
       const int64_t b = task / hs, h = task % hs;
       float* M = state + (static_cast<int64_t>(slots[b]) * hs + h) * md;

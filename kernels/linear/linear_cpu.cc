@@ -13,6 +13,7 @@
 
 #include "base/status_macros.h"
 #include "kernels/core/tensor_data.h"
+#include "kernels/cpu/scratch.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/linear/gemv_bf16_avx512.h"
 #include "kernels/linear/linear.h"
@@ -150,18 +151,16 @@ void GemvRangeDispatch(int64_t m, const float* x, const float* xs, const typenam
   }
 }
 
-// x [m, k] in the AVX2 BF16 kernel's layout (SplitEvenOdd), in a thread-local buffer.
+// x [m, k] in the AVX2 BF16 kernel's layout (SplitEvenOdd), in the thread's op scratch.
 const float* EvenOddInput(const float* x, int64_t m, int64_t k) {
-  thread_local std::vector<float> xs;
-  xs.resize(static_cast<size_t>(m * k));
+  const std::span<float> xs = cpu::OpScratch(static_cast<size_t>(m * k));
   SplitEvenOdd(x, m, k, xs.data());
   return xs.data();
 }
 
-// x [m, k] in the AVX-512 BF16 kernel's layout (SplitForAvx512), in a thread-local buffer.
+// x [m, k] in the AVX-512 BF16 kernel's layout (SplitForAvx512), in the thread's op scratch.
 const float* Avx512Input(const float* x, int64_t m, int64_t k) {
-  thread_local std::vector<float> xs;
-  xs.resize(static_cast<size_t>(m * Avx512Columns(k)));
+  const std::span<float> xs = cpu::OpScratch(static_cast<size_t>(m * Avx512Columns(k)));
   SplitForAvx512(x, m, k, xs.data());
   return xs.data();
 }
@@ -208,8 +207,7 @@ void GemmColumns(int64_t m, const float* x, const typename W::T* w, int64_t k, f
     sgemm(w + j0 * k, j0, j1 - j0);
   } else {
     const int64_t block_rows = std::max<int64_t>(kConvertBlockBytes / (k * 4), 16);
-    thread_local std::vector<float> buffer;
-    buffer.resize(static_cast<size_t>(std::min(block_rows, j1 - j0) * k));
+    const std::span<float> buffer = cpu::ThreadScratch(static_cast<size_t>(std::min(block_rows, j1 - j0) * k));
     for (int64_t b = j0; b < j1; b += block_rows) {
       const int64_t rows = std::min(block_rows, j1 - b);
       WidenRows<W>(w + b * k, buffer.data(), rows * k);

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "kernels/core/tensor_data.h"
+#include "kernels/cpu/scratch.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/linear_memory/linear_memory.h"
 #include "kernels/linear_memory/linear_memory_math.h"
@@ -41,7 +42,7 @@ absl::Status LinearMemoryCpu(const Context& ctx, const LinearMemoryArgs& args) {
   const int64_t aux_n = rule == LinearMemoryRule::kSwla ? kd + vd : rule == LinearMemoryRule::kTitans ? kv : kd;
 
   cpu::ParallelFor(ctx.pool, num_seqs * hs, [&](int64_t begin, int64_t end) {
-    std::vector<float> scratch(vd);
+    const std::span<float> scratch = cpu::ThreadScratch(vd);
     for (int64_t task = begin; task < end; ++task) {
       const int64_t b = task / hs, h = task % hs;
       const int64_t sh = static_cast<int64_t>(slots[b]) * hs + h;  // state head index in the pool

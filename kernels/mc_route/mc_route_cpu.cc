@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kernels/core/tensor_data.h"
+#include "kernels/cpu/scratch.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/mc_route/mc_route.h"
 #include "kernels/mc_route/mc_route_math.h"
@@ -33,13 +34,14 @@ absl::Status McRouteCpu(const Context& ctx, const McRouteArgs& args) {
 
   cpu::ThreadPool* pool = hs * p * std::max<int64_t>(k, 1) >= kMinParallelMacs ? ctx.pool : nullptr;
   cpu::ParallelFor(pool, t * hs, [&](int64_t begin, int64_t end) {
-    std::vector<float> scores(max_n);
-    std::vector<unsigned char> keep(max_n);
+    const std::span<float> buffer = cpu::ThreadScratch(2 * max_n);  // scores, then the keep flags
+    float* scores = buffer.data();
+    unsigned char* keep = reinterpret_cast<unsigned char*>(buffer.data() + max_n);
     for (int64_t row = begin; row < end; ++row) {  // row = token · Hs + head
       const int64_t token = row / hs, h = row % hs;
       const int32_t e0 = offsets[token];
       mc_route_math::RouteHead(u + row * k, pooled.data(), h * k, token_pages + e0, offsets[token + 1] - e0,
-                               static_cast<int>(k), top_k, scores.data(), keep.data(), selected + row * top_k);
+                               static_cast<int>(k), top_k, scores, keep, selected + row * top_k);
     }
   });
   return absl::OkStatus();

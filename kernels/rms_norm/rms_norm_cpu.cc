@@ -3,6 +3,7 @@
 
 #include "base/status_macros.h"
 #include "kernels/core/tensor_data.h"
+#include "kernels/cpu/scratch.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/rms_norm/rms_norm.h"
 #include "kernels/rms_norm/rms_norm_math.h"
@@ -17,8 +18,7 @@ constexpr int64_t kMinParallelElements = 1 << 16;
 absl::Status RmsNormCpu(const Context& ctx, const RmsNormArgs& args) {
   const int64_t rows = args.x->dim(0), n = args.x->dim(1);
   if (rows == 0 || n == 0) return absl::OkStatus();
-  thread_local std::vector<float> widened;
-  const float* w = F32View(*args.weight, widened);  // [n]
+  const float* w = F32View(*args.weight, cpu::OpScratch(args.weight->numel()));  // [n]
   if (w == nullptr) return absl::InvalidArgumentError("RmsNorm: weight not readable as F32");
   const float* x = Data<float>(*args.x);
   const float* g = args.gate != nullptr ? Data<float>(*args.gate) : nullptr;

@@ -1,0 +1,36 @@
+// Per-thread scratch memory for CPU kernels: grown to the largest size asked and kept, so the steady
+// state of a decode step allocates nothing. Two independent buffers per thread: one for a loop body
+// (a ParallelFor chunk) and one for an op's own inputs prepared before its loop, since the calling
+// thread runs chunks of that loop too.
+#pragma once
+
+#include <cstddef>
+#include <span>
+
+namespace mcserve::kernels::cpu {
+
+// `n` zeroed floats for a ParallelFor loop body, owned by the calling thread and valid until its next
+// ThreadScratch call (one call per body: split one buffer when a body needs several). Any thread.
+std::span<float> ThreadScratch(size_t n);
+
+// `n` zeroed floats for an op's inputs prepared on the calling thread before its loop (widened or
+// transposed weights), valid until the thread's next OpScratch call. Any thread.
+std::span<float> OpScratch(size_t n);
+
+// Hands out consecutive pieces of one scratch span.
+class ScratchCarver {
+ public:
+  explicit ScratchCarver(std::span<float> all) : all_(all) {}
+  // The next `n` floats.
+  std::span<float> Take(size_t n) {
+    std::span<float> piece = all_.subspan(at_, n);
+    at_ += n;
+    return piece;
+  }
+
+ private:
+  std::span<float> all_;
+  size_t at_ = 0;
+};
+
+}  // namespace mcserve::kernels::cpu
