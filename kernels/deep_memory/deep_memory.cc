@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -9,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/core/dispatch.h"
 #include "base/status_macros.h"
+#include "kernels/core/tensor_data.h"
 #include "kernels/core/validate.h"
 
 namespace mcserve::kernels {
@@ -71,11 +73,12 @@ absl::Status Validate(const Context& ctx, const DeepMemoryArgs& a) {
   MCSERVE_RETURN_IF_ERROR(CheckTensor(kOp, "step", *a.step, DType::kF32, {t, h}, "[T, H]"));
   MCSERVE_RETURN_IF_ERROR(CheckTensor(kOp, "out", *a.out, DType::kF32, {t, h, d}, "[T, H, d]"));
   const bool titans = a.rule == DeepMemoryRule::kTitans;
-  const std::string by_rule = absl::StrCat("by rule ", rule);
+  char by_rule[64];  // the messages' context, on the stack: a valid call allocates nothing
+  std::snprintf(by_rule, sizeof(by_rule), "by rule %s", rule);
   MCSERVE_RETURN_IF_ERROR(
-      CheckOptional("retention", a.retention, titans, titans, {t, h}, "[T, H]", by_rule.c_str()));
+      CheckOptional("retention", a.retention, titans, titans, {t, h}, "[T, H]", by_rule));
   MCSERVE_RETURN_IF_ERROR(
-      CheckOptional("momentum_gate", a.momentum_gate, titans, titans, {t, h}, "[T, H]", by_rule.c_str()));
+      CheckOptional("momentum_gate", a.momentum_gate, titans, titans, {t, h}, "[T, H]", by_rule));
   if ((a.ln_weight == nullptr) != (a.ln_bias == nullptr)) {
     return Bad(kOp, "ln_weight and ln_bias go together (both or neither)");
   }
@@ -94,11 +97,12 @@ absl::Status Validate(const Context& ctx, const DeepMemoryArgs& a) {
   MCSERVE_RETURN_IF_ERROR(CheckTensor(kOp, "memory", memory, DType::kF32, {slots, h, p},
                                       "[num_slots, H, P = 2·expansion·d²]"));
   MCSERVE_RETURN_IF_ERROR(CheckOptional("momentum", a.momentum, titans, titans, {slots, h, p},
-                                        "[num_slots, H, P]", by_rule.c_str()));
+                                        "[num_slots, H, P]", by_rule));
   const bool chunked = a.inner_chunk_size > 1;
-  const std::string by_chunk = absl::StrCat("with inner_chunk_size ", a.inner_chunk_size);
+  char by_chunk[64];
+  std::snprintf(by_chunk, sizeof(by_chunk), "with inner_chunk_size %d", a.inner_chunk_size);
   MCSERVE_RETURN_IF_ERROR(
-      CheckOptional("anchor", a.anchor, chunked, chunked, {slots, h, p}, "[num_slots, H, P]", by_chunk.c_str()));
+      CheckOptional("anchor", a.anchor, chunked, chunked, {slots, h, p}, "[num_slots, H, P]", by_chunk));
   MCSERVE_RETURN_IF_ERROR(CheckWritable(kOp, "memory", memory));
   MCSERVE_RETURN_IF_ERROR(CheckWritable(kOp, "out", *a.out));
   if (a.momentum != nullptr) MCSERVE_RETURN_IF_ERROR(CheckWritable(kOp, "momentum", *a.momentum));
@@ -111,7 +115,7 @@ absl::Status Validate(const Context& ctx, const DeepMemoryArgs& a) {
   if (a.inner_offset != nullptr) {
     MCSERVE_RETURN_IF_ERROR(CheckTensor(kOp, "inner_offset", *a.inner_offset, DType::kI32, {num_seqs}, "[B]"));
     if (chunked && a.inner_offset->device() == Device::kCpu) {  // device values: checked by the kernel
-      MCSERVE_ASSIGN_OR_RETURN(std::vector<int32_t> off, a.inner_offset->ToHostI32());
+      const int32_t* off = Data<int32_t>(*a.inner_offset);
       for (int64_t i = 0; i < num_seqs; ++i) {
         if (off[i] < 0 || off[i] >= a.inner_chunk_size) {
           return Bad(kOp, absl::StrCat("inner_offset[", i, "] = ", off[i], " outside [0, inner_chunk_size = ",
@@ -121,9 +125,9 @@ absl::Status Validate(const Context& ctx, const DeepMemoryArgs& a) {
     }
   }
   // Written tensors must not share storage with each other or with any input.
-  const std::vector<std::pair<const char*, const Tensor*>> written = {
+  const std::pair<const char*, const Tensor*> written[] = {
       {"out", a.out}, {"memory", a.memory}, {"momentum", a.momentum}, {"anchor", a.anchor}};
-  const std::vector<std::pair<const char*, const Tensor*>> all = {
+  const std::pair<const char*, const Tensor*> all[] = {
       {"q", a.q}, {"k", a.k}, {"v", a.v}, {"step", a.step}, {"retention", a.retention},
       {"momentum_gate", a.momentum_gate}, {"ln_weight", a.ln_weight}, {"ln_bias", a.ln_bias},
       {"inner_offset", a.inner_offset}, {"cu_seqlens", a.layout.cu_seqlens}, {"slot_ids", a.layout.slot_ids},

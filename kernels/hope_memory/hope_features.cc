@@ -1,6 +1,7 @@
 // HopeFeatures (hope_features.h): validation and dispatch.
 #include "kernels/hope_memory/hope_features.h"
 
+#include <cstdio>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -51,7 +52,8 @@ absl::Status CheckShapes(const HopeFeaturesArgs& a, int64_t t, int64_t h, int64_
   const bool mom = o.momentum != HopeMomentum::kNone;
   MCSERVE_RETURN_IF_ERROR(hope_validate::Optional(kOp, "fast_momentum", a.fast_momentum, mom, {slots, h, pf},
                                                   "[num_slots, H, Pf]", mom ? "with momentum" : "without momentum"));
-  const std::string by_k = absl::StrCat("with conv_size ", k);
+  char by_k[48];  // on the stack: a valid call allocates nothing
+  std::snprintf(by_k, sizeof(by_k), "with conv_size %lld", static_cast<long long>(k));
   for (const auto& [name, w] : {std::pair{"conv_q", a.conv_q}, {"conv_k", a.conv_k}, {"conv_v", a.conv_v}}) {
     MCSERVE_RETURN_IF_ERROR(
         hope_validate::Optional(kOp, name, w, k > 1, {slots, k - 1, h * d}, "[num_slots, K − 1, H·d]", by_k));

@@ -1,5 +1,6 @@
 #include "kernels/hope_memory/hope_memory.h"
 
+#include <cstdio>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -22,7 +23,7 @@ absl::Status Bad(const std::string& msg) { return hope_validate::Bad(kOp, msg); 
 
 // An optional F32 tensor: present iff `used` (why says by which option), then exactly `shape`.
 absl::Status CheckPresence(const char* name, const Tensor* t, bool used, const Shape& shape, const char* want,
-                           const std::string& why) {
+                           const char* why) {
   return hope_validate::Optional(kOp, name, t, used, shape, want, why);
 }
 
@@ -69,12 +70,13 @@ absl::Status CheckState(const HopeMemoryArgs& a, int64_t h, int64_t slots) {
   MCSERVE_RETURN_IF_ERROR(
       CheckTensor(kOp, "fast_anchor", *a.fast_anchor, DType::kF32, {slots, h, pf}, "[num_slots, H, Pf]"));
   const bool mom = o.momentum != HopeMomentum::kNone;
-  const std::string by_mom = mom ? "with momentum" : "without momentum";
+  const char* by_mom = mom ? "with momentum" : "without momentum";
   MCSERVE_RETURN_IF_ERROR(CheckPresence("momentum", a.momentum, mom, {slots, h, pm}, "[num_slots, H, Pm]", by_mom));
   MCSERVE_RETURN_IF_ERROR(
       CheckPresence("fast_momentum", a.fast_momentum, mom, {slots, h, pf}, "[num_slots, H, Pf]", by_mom));
   const bool conv = k > 1;
-  const std::string by_k = absl::StrCat("with conv_size ", k);
+  char by_k[48];  // on the stack: a valid call allocates nothing
+  std::snprintf(by_k, sizeof(by_k), "with conv_size %lld", static_cast<long long>(k));
   for (const auto& [name, w] : {std::pair{"conv_q", a.conv_q}, {"conv_k", a.conv_k}, {"conv_v", a.conv_v}}) {
     MCSERVE_RETURN_IF_ERROR(CheckPresence(name, w, conv, {slots, k - 1, hd}, "[num_slots, K − 1, H·d]", by_k));
   }

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "kernels/core/tensor_data.h"
 #include "kernels/core/validate.h"
 
 namespace mcserve::kernels::hope_validate {
@@ -18,7 +19,7 @@ bool IsFinitePositive(float x) { return x > 0.0f && std::isfinite(x); }
 absl::Status Bad(const char* op, const std::string& msg) { return absl::InvalidArgumentError(absl::StrCat(op, ": ", msg)); }
 
 absl::Status Optional(const char* op, const char* name, const Tensor* t, bool used, const Shape& shape,
-                      const char* want, const std::string& why) {
+                      const char* want, const char* why) {
   if (t == nullptr) return used ? Bad(op, absl::StrCat(name, " is required ", why)) : absl::OkStatus();
   if (!used) return Bad(op, absl::StrCat(name, " is not used ", why, " (pass null)"));
   return CheckTensor(op, name, *t, DType::kF32, shape, want);
@@ -55,22 +56,22 @@ absl::Status Options(const char* op, const HopeMemoryOptions& o) {
 absl::Status Phase(const char* op, const Tensor& phase, int64_t num_seqs) {
   MCSERVE_RETURN_IF_ERROR(CheckTensor(op, "phase", phase, DType::kI32, {num_seqs}, "[B]"));
   if (phase.device() != Device::kCpu) return absl::OkStatus();
-  MCSERVE_ASSIGN_OR_RETURN(std::vector<int32_t> ph, phase.ToHostI32());
+  const int32_t* ph = Data<int32_t>(phase);
   for (int64_t i = 0; i < num_seqs; ++i) {
     if (ph[i] < 0) return Bad(op, absl::StrCat("phase[", i, "] = ", ph[i], " (want >= 0)"));
   }
   return absl::OkStatus();
 }
 
-absl::Status Disjoint(const char* op, const std::vector<Named>& written, const std::vector<Named>& read) {
-  std::vector<Named> all = written;
-  all.insert(all.end(), read.begin(), read.end());
+absl::Status Disjoint(const char* op, std::initializer_list<Named> written, std::initializer_list<Named> read) {
   for (const auto& [wname, w] : written) {
     if (w == nullptr) continue;
     MCSERVE_RETURN_IF_ERROR(CheckWritable(op, wname, *w));
-    for (const auto& [name, other] : all) {
-      if (other == nullptr || std::string_view(name) == wname) continue;
-      if (Overlaps(*w, *other)) return Bad(op, absl::StrCat(wname, " overlaps ", name));
+    for (std::initializer_list<Named> list : {written, read}) {
+      for (const auto& [name, other] : list) {
+        if (other == nullptr || std::string_view(name) == wname) continue;
+        if (Overlaps(*w, *other)) return Bad(op, absl::StrCat(wname, " overlaps ", name));
+      }
     }
   }
   return absl::OkStatus();

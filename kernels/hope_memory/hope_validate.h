@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <initializer_list>
 #include <utility>
 #include <vector>
 
@@ -21,10 +22,10 @@ absl::Status Bad(const char* op, const std::string& msg);
 absl::Status Options(const char* op, const HopeMemoryOptions& o);
 // An optional F32 tensor: present iff `used` (`why` says by which option), then exactly `shape`.
 absl::Status Optional(const char* op, const char* name, const Tensor* t, bool used, const Shape& shape,
-                      const char* want, const std::string& why);
+                      const char* want, const char* why);
 // phase [B] I32; its values ≥ 0 when on the host (device values: checked by the kernel).
 absl::Status Phase(const char* op, const Tensor& phase, int64_t num_seqs);
 // Every non-null `written` tensor writable and overlapping no other tensor of `written` or `read`.
-absl::Status Disjoint(const char* op, const std::vector<Named>& written, const std::vector<Named>& read);
+absl::Status Disjoint(const char* op, std::initializer_list<Named> written, std::initializer_list<Named> read);
 
 }  // namespace mcserve::kernels::hope_validate
