@@ -14,7 +14,7 @@ using kernels::Tensor;
 absl::Status DeepRule::Run(const Context& ctx, std::span<const int32_t> rows, const kernels::BatchLayout& layout,
                            std::span<const int64_t> first_positions, LayerState& state, Tensor* out) const {
   // Inner chunks run every b tokens from where the memory started, restarting at each constant segment.
-  std::vector<int32_t> offsets(first_positions.size());
+  RowList offsets(first_positions.size());
   for (size_t i = 0; i < offsets.size(); ++i) {
     const int64_t from = w_.segment_size > 0 ? first_positions[i] % w_.segment_size : first_positions[i];
     offsets[i] = static_cast<int32_t>(from % w_.inner_chunk);
@@ -28,7 +28,7 @@ absl::Status DeepRule::Run(const Context& ctx, std::span<const int32_t> rows, co
   a.ln_eps = w_.ln_eps;
   a.ln_weight = w_.ln_weight ? &*w_.ln_weight : nullptr;
   a.ln_bias = w_.ln_bias ? &*w_.ln_bias : nullptr;
-  std::vector<Tensor> keep;  // the selected rows of this pass's inputs
+  kernels::TensorList keep;  // the selected rows of this pass's inputs
   MCSERVE_RETURN_IF_ERROR(
       SelectRowsOf(ctx, rows, {&a.q, &a.k, &a.v, &a.step, &a.retention, &a.momentum_gate}, keep));
   a.inner_offset = &inner_offset;

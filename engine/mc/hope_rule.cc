@@ -60,7 +60,7 @@ absl::Status HopeRule::Run(const Context& ctx, std::span<const int32_t> rows, co
   MCSERVE_ASSIGN_OR_RETURN(Tensor phase_t, Tensor::FromHostI32(phase, {static_cast<int64_t>(phase.size())}, ctx.device));
   kernels::HopeMemWriteArgs a{.options = w_.options, .q = in_.q, .k = in_.k, .v = in_.v, .alpha = in_.alpha,
                               .eta = in_.eta, .beta = in_.beta};
-  std::vector<Tensor> keep;  // the selected rows of this pass's features
+  kernels::TensorList keep;  // the selected rows of this pass's features
   MCSERVE_RETURN_IF_ERROR(SelectRowsOf(ctx, rows, {&a.q, &a.k, &a.v, &a.alpha, &a.eta, &a.beta}, keep));
   a.phase = &phase_t;
   a.layout = layout;

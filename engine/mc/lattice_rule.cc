@@ -13,7 +13,7 @@ using kernels::Tensor;
 
 absl::Status LatticeRule::Run(const Context& ctx, std::span<const int32_t> rows, const kernels::BatchLayout& layout,
                               std::span<const int64_t> /*first_positions*/, LayerState& state, Tensor* out) const {
-  std::vector<Tensor> keep;  // the selected rows of this pass's inputs
+  kernels::TensorList keep;  // the selected rows of this pass's inputs
   kernels::LatticeMemoryArgs a = args_;
   MCSERVE_RETURN_IF_ERROR(SelectRowsOf(ctx, rows, {&a.q, &a.k, &a.v, &a.gamma, &a.mu}, keep));
   a.variant = w_.variant;

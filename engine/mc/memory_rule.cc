@@ -10,7 +10,7 @@ using kernels::Context;
 using kernels::Tensor;
 
 absl::StatusOr<const Tensor*> SelectRows(const Context& ctx, const Tensor* t, std::span<const int32_t> rows,
-                                         std::vector<Tensor>& keep) {
+                                         kernels::TensorList& keep) {
   if (t == nullptr) return nullptr;
   bool consecutive = true;
   for (size_t i = 1; i < rows.size() && consecutive; ++i) consecutive = rows[i] == rows[i - 1] + 1;
@@ -24,7 +24,7 @@ absl::StatusOr<const Tensor*> SelectRows(const Context& ctx, const Tensor* t, st
 }
 
 absl::Status SelectRowsOf(const Context& ctx, std::span<const int32_t> rows,
-                          std::initializer_list<const Tensor**> fields, std::vector<Tensor>& keep) {
+                          std::initializer_list<const Tensor**> fields, kernels::TensorList& keep) {
   keep.clear();
   keep.reserve(fields.size());  // no reallocation below: the fields point into it
   for (const Tensor** field : fields) {
@@ -33,8 +33,8 @@ absl::Status SelectRowsOf(const Context& ctx, std::span<const int32_t> rows,
   return absl::OkStatus();
 }
 
-std::vector<int32_t> RowRange(int64_t begin, int64_t end) {
-  std::vector<int32_t> rows(static_cast<size_t>(end - begin));
+RowList RowRange(int64_t begin, int64_t end) {
+  RowList rows(static_cast<size_t>(end - begin));
   for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<int32_t>(begin + static_cast<int64_t>(i));
   return rows;
 }

@@ -12,6 +12,7 @@
 #include <span>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "engine/mc/mc_config.h"
@@ -75,14 +76,17 @@ class MemoryRule {
 // Rows `rows` of a per-row input t [T, ...]: a view when they are consecutive, else a gathered copy
 // kept in `keep` (which must not reallocate while the result is in use); null for null.
 absl::StatusOr<const kernels::Tensor*> SelectRows(const kernels::Context& ctx, const kernels::Tensor* t,
-                                                  std::span<const int32_t> rows, std::vector<kernels::Tensor>& keep);
+                                                  std::span<const int32_t> rows, kernels::TensorList& keep);
 
 // Points every non-null *field (a per-row input [T, ...]) at its rows `rows` (SelectRows). `keep` is
 // cleared and holds the gathered copies; it must outlive the fields' use.
 absl::Status SelectRowsOf(const kernels::Context& ctx, std::span<const int32_t> rows,
-                          std::initializer_list<const kernels::Tensor**> fields, std::vector<kernels::Tensor>& keep);
+                          std::initializer_list<const kernels::Tensor**> fields, kernels::TensorList& keep);
+
+// Row indices of a pass, up to 64 inline (a decode batch) so that building them does not allocate.
+using RowList = absl::InlinedVector<int32_t, 64>;
 
 // Rows [begin, end).
-std::vector<int32_t> RowRange(int64_t begin, int64_t end);
+RowList RowRange(int64_t begin, int64_t end);
 
 }  // namespace mcserve::engine

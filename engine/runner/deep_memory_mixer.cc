@@ -103,7 +103,7 @@ class DeepMemoryMixer : public Mixer {
   absl::Status Forward(const Context& ctx, const Tensor& x, const MixerBatch& batch, LayerState& state,
                        Tensor* out) const override {
     // One grouped GEMM: q, k, v, b_proj, then a_proj and m_proj (titans), then the output gate.
-    std::vector<const Tensor*> gates = {&b_proj_};
+    kernels::TensorPtrList gates = {&b_proj_};
     if (a_proj_) gates.insert(gates.end(), {&*a_proj_, &*m_proj_});
     const Tensor* g_proj = output_.gate_weight();
     if (g_proj != nullptr) gates.push_back(g_proj);

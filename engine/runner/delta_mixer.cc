@@ -54,7 +54,7 @@ class DeltaMixer : public Mixer {
                        Tensor* out) const override {
     const int64_t t = x.dim(0), hv = core_.dims.v_heads;
     // One grouped GEMM: q, k, v, then b_proj and a_proj when present, then the output gate.
-    std::vector<const Tensor*> gates;
+    kernels::TensorPtrList gates;
     if (b_proj_) gates.push_back(&*b_proj_);
     if (gated_) gates.push_back(&a_proj_);
     MCSERVE_ASSIGN_OR_RETURN(DeltaStyleCore::Inputs in, core_.Project(ctx, x, batch, state, gates));

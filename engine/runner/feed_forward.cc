@@ -76,9 +76,9 @@ absl::Status RunFeedForward(const kernels::Context& ctx, std::span<const FeedFor
   for (const FeedForwardLevel& level : levels) {
     MCSERVE_RETURN_IF_ERROR(level.norm.Apply(ctx, h, eps, normed));
     // up (and SwiGLU's gate) as one grouped GEMM: [T, I] each.
-    std::vector<const Tensor*> weights = {&level.up_proj};
+    kernels::TensorPtrList weights = {&level.up_proj};
     if (level.gate_proj) weights.push_back(&*level.gate_proj);
-    MCSERVE_ASSIGN_OR_RETURN(std::vector<Tensor> projected, ProjectMany(ctx, normed, weights));
+    MCSERVE_ASSIGN_OR_RETURN(kernels::TensorList projected, ProjectMany(ctx, normed, weights));
     Tensor& up = projected[0];
     if (level.up_bias) MCSERVE_RETURN_IF_ERROR(AddBias(ctx, up, *level.up_bias));
     if (level.gate_proj) {

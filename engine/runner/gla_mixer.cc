@@ -63,10 +63,10 @@ class GlaMixer : public Mixer {
     const kernels::BatchLayout& layout = batch.layout;
     const int64_t t = x.dim(0);
     // One grouped GEMM over x: q, k, v, the decay's low-rank gk0, then the output gate.
-    std::vector<const Tensor*> weights = {&q_.w, &k_.w, &v_.w, &gk0_};
+    kernels::TensorPtrList weights = {&q_.w, &k_.w, &v_.w, &gk0_};
     const Tensor* g_proj = output_.gate_weight();
     if (g_proj != nullptr) weights.push_back(g_proj);
-    MCSERVE_ASSIGN_OR_RETURN(std::vector<Tensor> xw, ProjectMany(ctx, x, weights));
+    MCSERVE_ASSIGN_OR_RETURN(kernels::TensorList xw, ProjectMany(ctx, x, weights));
     MCSERVE_ASSIGN_OR_RETURN(Tensor q, q_.RunProjected(ctx, std::move(xw[0]), layout, state));  // [T, Hq·K]
     MCSERVE_ASSIGN_OR_RETURN(Tensor k, k_.RunProjected(ctx, std::move(xw[1]), layout, state));  // [T, Hkv·K]
     MCSERVE_ASSIGN_OR_RETURN(Tensor v, v_.RunProjected(ctx, std::move(xw[2]), layout, state));  // [T, Hkv·V]

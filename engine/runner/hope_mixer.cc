@@ -214,7 +214,7 @@ class HopeMixer : public Mixer {
 
   // Positions of each sequence's first row modulo lcm(C_o, C_mem) [B] I32: the anchors' phase.
   absl::StatusOr<Tensor> Phase(const Context& ctx, const MixerBatch& batch) const {
-    std::vector<int32_t> phase(batch.positions.size());
+    RowList phase(batch.positions.size());
     for (size_t i = 0; i < phase.size(); ++i) {
       phase[i] = static_cast<int32_t>(batch.positions[i] % memory_weights_.phase_period);
     }
@@ -268,7 +268,7 @@ class HopeMixer : public Mixer {
     f.alpha = &alpha;
     f.eta = &eta;
     MCSERVE_RETURN_IF_ERROR(kernels::HopeFeatures(ctx, f));
-    std::vector<int64_t> row_positions(t);  // [T] tokens of the request before each row
+    absl::InlinedVector<int64_t, 64> row_positions(t);  // [T] tokens of the request before each row
     for (size_t b = 0; b < batch.slots.size(); ++b) {
       for (int32_t r = batch.cu[b]; r < batch.cu[b + 1]; ++r) row_positions[r] = batch.positions[b] + (r - batch.cu[b]);
     }

@@ -59,12 +59,11 @@ absl::StatusOr<Tensor> Project(const Context& ctx, const Tensor& x, const Tensor
   return out;
 }
 
-absl::StatusOr<std::vector<Tensor>> ProjectMany(const Context& ctx, const Tensor& x,
-                                                std::span<const Tensor* const> weights) {
-  std::vector<Tensor> outs;
-  outs.reserve(weights.size());
-  std::vector<kernels::LinearGroupItem> items;
-  items.reserve(weights.size());
+absl::StatusOr<kernels::TensorList> ProjectMany(const Context& ctx, const Tensor& x,
+                                               std::span<const Tensor* const> weights) {
+  kernels::TensorList outs;
+  outs.reserve(weights.size());  // the items point into it: no reallocation below
+  absl::InlinedVector<kernels::LinearGroupItem, 8> items;
   for (const Tensor* w : weights) {
     MCSERVE_ASSIGN_OR_RETURN(Tensor out, NewF32(ctx, {x.dim(0), w->dim(0)}));
     outs.push_back(std::move(out));

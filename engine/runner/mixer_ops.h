@@ -39,7 +39,7 @@ absl::StatusOr<kernels::Tensor> Project(const kernels::Context& ctx, const kerne
 
 // x [T, in] through every w_i [out_i, in] as one grouped GEMM (one thread-pool hand-off at decode;
 // results bit-equal to Project each) → [T, out_i] in order.
-absl::StatusOr<std::vector<kernels::Tensor>> ProjectMany(const kernels::Context& ctx, const kernels::Tensor& x,
+absl::StatusOr<kernels::TensorList> ProjectMany(const kernels::Context& ctx, const kernels::Tensor& x,
                                                          std::span<const kernels::Tensor* const> weights);
 
 // One projected input stream of a mixer: W x, then either a causal short conv with SiLU whose

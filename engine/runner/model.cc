@@ -180,27 +180,32 @@ absl::StatusOr<Tensor> Model::RunArmt(std::span<const SequenceChunk> chunks, Sta
 
 absl::StatusOr<Tensor> Model::Forward(std::span<const SequenceChunk> chunks, StatePool& pool) const {
   MCSERVE_RETURN_IF_ERROR(CheckChunks(chunks, pool));
+  const kernels::HostBlockCache::Scope reuse_host_blocks(&host_blocks_);
   if (armt_) return ForwardArmt(chunks, pool);
   return adaptive_cms_ ? ForwardAdaptive(chunks, pool) : ForwardBatch(chunks, pool);
 }
 
 absl::StatusOr<Tensor> Model::ForwardBatch(std::span<const SequenceChunk> chunks, StatePool& pool) const {
-  std::vector<int32_t> ids, cu = {0}, slots, logit_rows;
+  // The host lists live in batch_lists_, refilled in place: a decode step allocates none.
+  BatchLists& l = batch_lists_;
+  l.ids.clear(), l.logit_rows.clear(), l.batch.cu.assign(1, 0), l.batch.slots.clear(), l.batch.positions.clear();
+  std::vector<int32_t>& cu = l.batch.cu;
   for (const SequenceChunk& c : chunks) {
     const int32_t begin = cu.back();
-    ids.insert(ids.end(), c.tokens.begin(), c.tokens.end());
-    cu.push_back(static_cast<int32_t>(ids.size()));
-    slots.push_back(c.slot);
-    for (int32_t r = c.all_logits ? begin : cu.back() - 1; r < cu.back(); ++r) logit_rows.push_back(r);
+    l.ids.insert(l.ids.end(), c.tokens.begin(), c.tokens.end());
+    cu.push_back(static_cast<int32_t>(l.ids.size()));
+    l.batch.slots.push_back(c.slot);
+    l.batch.positions.push_back(pool.position(c.slot));
+    for (int32_t r = c.all_logits ? begin : cu.back() - 1; r < cu.back(); ++r) l.logit_rows.push_back(r);
   }
-  const int64_t t = ids.size();
-  MCSERVE_ASSIGN_OR_RETURN(Tensor ids_t, Tensor::FromHostI32(ids, {t}, ctx_.device));
-  MCSERVE_ASSIGN_OR_RETURN(Tensor cu_t, Tensor::FromHostI32(cu, {static_cast<int64_t>(cu.size())}, ctx_.device));
-  MCSERVE_ASSIGN_OR_RETURN(Tensor slots_t, Tensor::FromHostI32(slots, {static_cast<int64_t>(slots.size())}, ctx_.device));
-  MixerBatch batch{.layout = {.cu_seqlens = &cu_t, .slot_ids = &slots_t}, .cu = cu, .slots = slots,
-                   .checkpoints = &pool.checkpoints()};
+  const int64_t t = l.ids.size(), b = l.batch.slots.size();
+  MCSERVE_ASSIGN_OR_RETURN(Tensor ids_t, Tensor::FromHostI32(l.ids, {t}, ctx_.device));
+  MCSERVE_ASSIGN_OR_RETURN(Tensor cu_t, Tensor::FromHostI32(cu, {b + 1}, ctx_.device));
+  MCSERVE_ASSIGN_OR_RETURN(Tensor slots_t, Tensor::FromHostI32(l.batch.slots, {b}, ctx_.device));
+  MixerBatch& batch = l.batch;
+  batch.layout = {.cu_seqlens = &cu_t, .slot_ids = &slots_t};
+  batch.checkpoints = &pool.checkpoints();
   MCSERVE_RETURN_IF_ERROR(kernels::ValidateBatchLayout(batch.layout, t, pool.num_slots()));
-  for (int32_t slot : slots) batch.positions.push_back(pool.position(slot));
 
   MCSERVE_ASSIGN_OR_RETURN(Tensor h, NewF32(ctx_, {t, config_.hidden_size}));  // residual stream
   MCSERVE_RETURN_IF_ERROR(kernels::GatherRows(ctx_, {.table = &embeddings_, .ids = &ids_t, .out = &h}));
@@ -209,7 +214,7 @@ absl::StatusOr<Tensor> Model::ForwardBatch(std::span<const SequenceChunk> chunks
     MCSERVE_RETURN_IF_ERROR(RunBlock(blocks_[i], h, batch, pool.layer(i)));
   }
   for (const SequenceChunk& c : chunks) pool.Advance(c.slot, static_cast<int64_t>(c.tokens.size()));
-  return Logits(h, logit_rows);
+  return Logits(h, l.logit_rows);
 }
 
 absl::StatusOr<Tensor> Model::ForwardArmt(std::span<const SequenceChunk> chunks, StatePool& pool) const {

@@ -21,6 +21,7 @@
 #include "engine/runner/position_table.h"
 #include "engine/runner/state_pool.h"
 #include "kernels/core/context.h"
+#include "kernels/core/host_block_cache.h"
 #include "kernels/cpu/thread_pool.h"
 
 namespace mcserve::engine {
@@ -129,6 +130,15 @@ class Model {
   kernels::Tensor final_norm_f32_;          // [H] F32 (adaptive CMS)
   kernels::Tensor lm_head_t_;               // [H, vocab] F32 lm_headᵀ (adaptive CMS)
   int64_t num_parameters_ = 0;
+  // ForwardBatch's host lists, refilled by every call (Forward's thread only).
+  struct BatchLists {
+    std::vector<int32_t> ids;         // [T] the batch's token ids
+    std::vector<int32_t> logit_rows;  // rows of h whose logits are returned
+    MixerBatch batch;                 // cu, slots, positions (its layout points at the call's tensors)
+  };
+  mutable BatchLists batch_lists_;
+  // The host buffers of the tensors a Forward makes, reused by the next one (Forward's thread only).
+  mutable kernels::HostBlockCache host_blocks_;
 };
 
 }  // namespace mcserve::engine

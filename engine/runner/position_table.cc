@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "engine/runner/mixer_ops.h"
@@ -29,7 +30,7 @@ int32_t PositionTable::Row(int64_t t) const {
 }
 
 absl::Status PositionTable::Add(const kernels::Context& ctx, const MixerBatch& batch, kernels::Tensor& h) const {
-  std::vector<int32_t> rows;  // [T]
+  absl::InlinedVector<int32_t, 64> rows;  // [T], inline for a decode batch
   for (size_t b = 0; b + 1 < batch.cu.size(); ++b) {
     for (int32_t r = batch.cu[b]; r < batch.cu[b + 1]; ++r) rows.push_back(Row(batch.positions[b] + r - batch.cu[b]));
   }

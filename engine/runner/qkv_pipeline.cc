@@ -48,9 +48,9 @@ absl::StatusOr<QkvPipeline::Qkv> QkvPipeline::Run(const Context& ctx, const Tens
                                                   std::span<const Tensor* const> extra) const {
   const QkvOptions& o = options_;
   const int64_t t = x.dim(0);
-  std::vector<const Tensor*> weights = {&q_.w, &k_.w, &v_.w};
+  kernels::TensorPtrList weights = {&q_.w, &k_.w, &v_.w};
   weights.insert(weights.end(), extra.begin(), extra.end());
-  MCSERVE_ASSIGN_OR_RETURN(std::vector<Tensor> projected, ProjectMany(ctx, x, weights));
+  MCSERVE_ASSIGN_OR_RETURN(kernels::TensorList projected, ProjectMany(ctx, x, weights));
   MCSERVE_ASSIGN_OR_RETURN(Tensor q, RunQk(ctx, q_, std::move(projected[0]), layout, state));
   MCSERVE_ASSIGN_OR_RETURN(Tensor k, RunQk(ctx, k_, std::move(projected[1]), layout, state));
   MCSERVE_ASSIGN_OR_RETURN(Tensor v, v_.RunProjected(ctx, std::move(projected[2]), layout, state));
@@ -116,7 +116,7 @@ std::vector<StateSpec> DeltaStyleCore::StateSpecs(std::vector<StateSpec> extra) 
 
 absl::StatusOr<DeltaStyleCore::Inputs> DeltaStyleCore::Project(const Context& ctx, const Tensor& x,
                                                                const MixerBatch& batch, LayerState& state,
-                                                               std::vector<const Tensor*> gates) const {
+                                                               kernels::TensorPtrList gates) const {
   const Tensor* g_proj = output.gate_weight();
   if (g_proj != nullptr) gates.push_back(g_proj);
   Inputs in;

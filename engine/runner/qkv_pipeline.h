@@ -40,7 +40,7 @@ class QkvPipeline {
     kernels::Tensor q;  // [T, q_heads, dk], normalised (and scaled by dk^-0.5 when scale_q)
     kernels::Tensor k;  // [T, q_heads, dk], normalised
     kernels::Tensor v;  // [T, v_heads, dv]
-    std::vector<kernels::Tensor> extra;  // [T, n_i]: x·w_iᵀ for each weight of `extra`, in order
+    kernels::TensorList extra;  // [T, n_i]: x·w_iᵀ for each weight of `extra`, in order
   };
   // x [T, hidden] → q, k, v. The q, k, v projections and the caller's `extra` weights ([n_i, hidden]
   // each: gates, the output gate) run as one grouped GEMM.
@@ -103,7 +103,7 @@ struct DeltaStyleCore {
   // x [T, hidden] → Inputs, every projection of x (q, k, v, `gates` [n_i, hidden] each, g_proj) in
   // one grouped GEMM.
   absl::StatusOr<Inputs> Project(const kernels::Context& ctx, const kernels::Tensor& x, const MixerBatch& batch,
-                                 LayerState& state, std::vector<const kernels::Tensor*> gates) const;
+                                 LayerState& state, kernels::TensorPtrList gates) const;
   // Runs the mixer's memory `rule` (over its qkv) through the memory stage, then the output stage
   // (with the inputs' gate) into out [T, hidden].
   absl::Status Finish(const kernels::Context& ctx, const kernels::Tensor& x, const Inputs& inputs,

@@ -72,4 +72,9 @@ class Tensor {
   bool read_only_ = false;
 };
 
+// A few tensors made or passed together (the projections of one input, the rows a pass selects):
+// up to 8 inline, so a decode step builds them without allocating.
+using TensorList = absl::InlinedVector<Tensor, 8>;
+using TensorPtrList = absl::InlinedVector<const Tensor*, 8>;
+
 }  // namespace mcserve::kernels
