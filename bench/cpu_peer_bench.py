@@ -103,65 +103,84 @@ class Bench:
         return r
 
 
-def summarize(rounds, stats, peer_stats, header):
-    """Medians over rounds of rates and of within-round ratios and ceiling fractions."""
-    shapes = stats["F32"]["matmul_shapes"]
-    peak = ceilings.PEAK_SHAPE
-    batch1, batched = [], []
+def _read_ceiling(r, size, threads, bytes_per_token):
+    """Tokens/s if a step cost only the read of `bytes_per_token` at the rate measured over `size` bytes."""
+    return r["read_gb_s"]["%d/t%d" % (size, threads)] * 1e9 / bytes_per_token
+
+
+def _ratio(num, den):
+    return num / den if num and den else None
+
+
+def batch1_rows(rounds, stats, peer_stats):
+    """Batch 1: ours, the peer's, their ratio, and each as a fraction of the read ceiling."""
+    rows = []
     for t in THREADS:
         for ours, peer in PAIRS:
-            o = ["%s/b1/t%d" % (ours, t)]
-            p = "%s/t%d" % (peer, t)
-            size = stats[ours]["bytes_per_token"]
-
-            def ceiling(r):
-                return r["read_gb_s"]["%d/t%d" % (size, t)] * 1e9 / size
-
-            def peer_ceiling(r):  # the read rate at our same-dtype size, over the peer's bytes per token
-                return r["read_gb_s"]["%d/t%d" % (size, t)] * 1e9 / peer_stats[peer] if peer_stats else None
-
-            batch1.append({
+            okey, pkey, size = "%s/b1/t%d" % (ours, t), "%s/t%d" % (peer, t), stats[ours]["bytes_per_token"]
+            rows.append({
                 "threads": t, "ours": ours, "peer": peer,
-                "ours_tok_s": median(r["ours"][o[0]] for r in rounds),
-                "peer_tok_s": median(r["peer"][p] for r in rounds),
-                "ratio": median(r["ours"][o[0]] / r["peer"][p] if r["peer"][p] else None for r in rounds),
-                "ceiling_tok_s": median(ceiling(r) for r in rounds),
-                "ours_of_ceiling": median(r["ours"][o[0]] / ceiling(r) for r in rounds),
-                "peer_of_ceiling": median(r["peer"][p] / peer_ceiling(r) if r["peer"][p] else None for r in rounds)})
-    t = max(THREADS)
+                "ours_tok_s": median(r["ours"][okey] for r in rounds),
+                "peer_tok_s": median(r["peer"][pkey] for r in rounds),
+                "ratio": median(_ratio(r["ours"][okey], r["peer"][pkey]) for r in rounds),
+                "ceiling_tok_s": median(_read_ceiling(r, size, t, size) for r in rounds),
+                "ours_of_ceiling": median(r["ours"][okey] / _read_ceiling(r, size, t, size) for r in rounds),
+                # the peer's: the read rate at our same-dtype size, over its own bytes per step
+                "peer_of_ceiling": median(_ratio(r["peer"][pkey], peer_stats and _read_ceiling(r, size, t, peer_stats[peer]))
+                                          for r in rounds)})
+    return rows
+
+
+def _peer_best(r, peer, pkey):
+    """The peer's faster batch-1 rate of the round, 1 or 2 threads (2 threads can lose on a loaded machine)."""
+    rates = [r["peer"][pkey]] + [r["peer"]["%s/t%d" % (peer, u)] for u in THREADS]
+    return max(rates) if rates[0] else None
+
+
+def batched_rows(rounds, stats):
+    """Batch 8 and 32: our aggregate against the peer's batch-1 rate, and our GFLOP/s against sgemm."""
+    rows, t = [], max(THREADS)
+    shapes = stats["F32"]["matmul_shapes"]
     for b in BATCHES:
         for ours, peer in PAIRS:
             key, pkey = "%s/b%d/t%d" % (ours, b, t), "%s/t%d/next_to_b%d" % (peer, t, b)
-            flops_per_token = 2.0 * stats[ours]["matmul_params"]
-
-            def peer_best(r):  # its faster thread count in this round (2 threads can lose on a loaded machine)
-                rates = [r["peer"][pkey]] + [r["peer"]["%s/t%d" % (peer, u)] for u in THREADS]
-                return max(rates) if rates[0] else None
-
-            batched.append({
+            gflops = 2.0 * stats[ours]["matmul_params"] / 1e9
+            rows.append({
                 "batch": b, "threads": t, "ours": ours,
                 "ours_tok_s": median(r["ours"][key] for r in rounds),
                 "peer_tok_s": median(r["peer"][pkey] for r in rounds),
-                "ratio": median(r["ours"][key] / r["peer"][pkey] if r["peer"][pkey] else None for r in rounds),
-                "peer_best_tok_s": median(peer_best(r) for r in rounds),
-                "ratio_to_best": median(r["ours"][key] / peer_best(r) if peer_best(r) else None for r in rounds),
-                "gflop_s": median(r["ours"][key] * flops_per_token / 1e9 for r in rounds),
-                "of_peak": median(r["ours"][key] * flops_per_token / 1e9 / r["sgemm_gflop_s"][peak + (t,)] for r in rounds),
-                "of_shape_ceiling": median(r["ours"][key] * flops_per_token / 1e9 /
+                "ratio": median(_ratio(r["ours"][key], r["peer"][pkey]) for r in rounds),
+                "peer_best_tok_s": median(_peer_best(r, peer, pkey) for r in rounds),
+                "ratio_to_best": median(_ratio(r["ours"][key], _peer_best(r, peer, pkey)) for r in rounds),
+                "gflop_s": median(r["ours"][key] * gflops for r in rounds),
+                "of_peak": median(r["ours"][key] * gflops / r["sgemm_gflop_s"][ceilings.PEAK_SHAPE + (t,)] for r in rounds),
+                "of_shape_ceiling": median(r["ours"][key] * gflops /
                                            ceilings.model_shape_gflops(r["sgemm_gflop_s"], shapes, t, b) for r in rounds)})
-    table = []
+    return rows
+
+
+def ceiling_rows(rounds, stats):
+    """The ceilings themselves, medians over rounds, per thread count."""
+    shapes = stats["F32"]["matmul_shapes"]
+    rows = []
     for d, _ in PAIRS:
         size = stats[d]["bytes_per_token"]
-        table.append({"name": "read rate at the %s weights one step reads (%.1f MB), GB/s" % (d, size / 1e6),
-                      "values": {t: "%.1f" % median(r["read_gb_s"]["%d/t%d" % (size, t)] for r in rounds) for t in THREADS}})
+        rows.append({"name": "read rate at the %s weights one step reads (%.1f MB), GB/s" % (d, size / 1e6),
+                     "values": {t: "%.1f" % median(r["read_gb_s"]["%d/t%d" % (size, t)] for r in rounds) for t in THREADS}})
     for s in ceilings.sgemm_shapes(shapes, BATCHES):
-        table.append({"name": "sgemm %d×%d × %d×%d, GFLOP/s" % (s[0], s[1], s[1], s[2]),
-                      "values": {t: "%.1f" % median(r["sgemm_gflop_s"][s + (t,)] for r in rounds) for t in THREADS}})
+        rows.append({"name": "sgemm %d×%d × %d×%d, GFLOP/s" % (s[0], s[1], s[1], s[2]),
+                     "values": {t: "%.1f" % median(r["sgemm_gflop_s"][s + (t,)] for r in rounds) for t in THREADS}})
     for b in BATCHES:
-        table.append({"name": "sgemm at the model's M=%d projections together, GFLOP/s" % b,
-                      "values": {t: "%.1f" % median(ceilings.model_shape_gflops(r["sgemm_gflop_s"], shapes, t, b)
-                                                    for r in rounds) for t in THREADS}})
-    return {"title": header["title"], "batch1": batch1, "batched": batched, "ceilings": table, "notes": header["notes"]}
+        rows.append({"name": "sgemm at the model's M=%d projections together, GFLOP/s" % b,
+                     "values": {t: "%.1f" % median(ceilings.model_shape_gflops(r["sgemm_gflop_s"], shapes, t, b)
+                                                   for r in rounds) for t in THREADS}})
+    return rows
+
+
+def summarize(rounds, stats, peer_stats, header):
+    """Medians over rounds of rates and of within-round ratios and ceiling fractions."""
+    return {"title": header["title"], "batch1": batch1_rows(rounds, stats, peer_stats),
+            "batched": batched_rows(rounds, stats), "ceilings": ceiling_rows(rounds, stats), "notes": header["notes"]}
 
 
 def main():
