@@ -99,7 +99,8 @@ class Bench:
         r["read_gb_s"] = {"%d/t%d" % k: v for k, v in ceilings.read_rates(
             os.path.join(self.a.build, "bench", "cache_read_bench"), sizes, THREADS).items()}
         shapes = ceilings.sgemm_shapes(self.stats["F32"]["matmul_shapes"], BATCHES)
-        r["sgemm_gflop_s"] = ceilings.sgemm_rates(os.path.join(self.a.build, "bench", "sgemm_peak_bench"), shapes, THREADS)
+        sgemm = os.path.join(self.a.build, "bench", "sgemm_peak_bench")
+        r["sgemm_gflop_s"] = ceilings.sgemm_rates(sgemm, shapes, THREADS)
         return r
 
 
@@ -126,8 +127,8 @@ def batch1_rows(rounds, stats, peer_stats):
                 "ceiling_tok_s": median(_read_ceiling(r, size, t, size) for r in rounds),
                 "ours_of_ceiling": median(r["ours"][okey] / _read_ceiling(r, size, t, size) for r in rounds),
                 # the peer's: the read rate at our same-dtype size, over its own bytes per step
-                "peer_of_ceiling": median(_ratio(r["peer"][pkey], peer_stats and _read_ceiling(r, size, t, peer_stats[peer]))
-                                          for r in rounds)})
+                "peer_of_ceiling": median(_ratio(r["peer"][pkey], peer_stats and _read_ceiling(
+                    r, size, t, peer_stats[peer])) for r in rounds)})
     return rows
 
 
@@ -144,7 +145,8 @@ def batched_rows(rounds, stats):
     for b in BATCHES:
         for ours, peer in PAIRS:
             key, pkey = "%s/b%d/t%d" % (ours, b, t), "%s/t%d/next_to_b%d" % (peer, t, b)
-            gflops = 2.0 * stats[ours]["matmul_params"] / 1e9
+            gflops = 2.0 * stats[ours]["matmul_params"] / 1e9  # per token
+            peak = ceilings.PEAK_SHAPE + (t,)
             rows.append({
                 "batch": b, "threads": t, "ours": ours,
                 "ours_tok_s": median(r["ours"][key] for r in rounds),
@@ -153,9 +155,9 @@ def batched_rows(rounds, stats):
                 "peer_best_tok_s": median(_peer_best(r, peer, pkey) for r in rounds),
                 "ratio_to_best": median(_ratio(r["ours"][key], _peer_best(r, peer, pkey)) for r in rounds),
                 "gflop_s": median(r["ours"][key] * gflops for r in rounds),
-                "of_peak": median(r["ours"][key] * gflops / r["sgemm_gflop_s"][ceilings.PEAK_SHAPE + (t,)] for r in rounds),
-                "of_shape_ceiling": median(r["ours"][key] * gflops /
-                                           ceilings.model_shape_gflops(r["sgemm_gflop_s"], shapes, t, b) for r in rounds)})
+                "of_peak": median(r["ours"][key] * gflops / r["sgemm_gflop_s"][peak] for r in rounds),
+                "of_shape_ceiling": median(r["ours"][key] * gflops / ceilings.model_shape_gflops(
+                    r["sgemm_gflop_s"], shapes, t, b) for r in rounds)})
     return rows
 
 
@@ -166,7 +168,8 @@ def ceiling_rows(rounds, stats):
     for d, _ in PAIRS:
         size = stats[d]["bytes_per_token"]
         rows.append({"name": "read rate at the %s weights one step reads (%.1f MB), GB/s" % (d, size / 1e6),
-                     "values": {t: "%.1f" % median(r["read_gb_s"]["%d/t%d" % (size, t)] for r in rounds) for t in THREADS}})
+                     "values": {t: "%.1f" % median(r["read_gb_s"]["%d/t%d" % (size, t)] for r in rounds)
+                                for t in THREADS}})
     for s in ceilings.sgemm_shapes(shapes, BATCHES):
         rows.append({"name": "sgemm %d×%d × %d×%d, GFLOP/s" % (s[0], s[1], s[1], s[2]),
                      "values": {t: "%.1f" % median(r["sgemm_gflop_s"][s + (t,)] for r in rounds) for t in THREADS}})
@@ -183,6 +186,59 @@ def summarize(rounds, stats, peer_stats, header):
             "batched": batched_rows(rounds, stats), "ceilings": ceiling_rows(rounds, stats), "notes": header["notes"]}
 
 
+N_EMBD, VOCAB = 256, 4096  # the bench model's width and vocabulary, which the peer's model copies
+
+
+def prepare_peer(a, tmp, n_layer):
+    """Builds rwkv.cpp and the driver, writes its models; None without --peer-src."""
+    if not a.peer_src:
+        print("no --peer-src: rwkv.cpp is skipped (clone RWKV/rwkv.cpp --recursive and pass its path)")
+        return None
+    src = os.path.abspath(a.peer_src)
+    library = peer_build.build_peer_library(src, a.peer_build or os.path.join(tmp, "peer-build"))
+    return {"commits": peer_build.peer_commits(src),
+            "driver": peer_build.compile_decode_driver(src, library, os.path.join(tmp, "rwkv_decode_bench")),
+            "models": rwkv4_model.write_peer_models(src, os.path.join(tmp, "rwkv4"), N_EMBD, n_layer, VOCAB),
+            "bytes_per_token": {d: rwkv4_model.rwkv4_bytes_read_per_token(N_EMBD, n_layer, VOCAB, d)
+                                for d in ("FP32", "FP16")}}
+
+
+def describe(a, stats, our_layers, n_layer, peer, machine, loads):
+    """The title line and the notes under the tables."""
+    peer_params = rwkv4_model.rwkv4_param_count(N_EMBD, n_layer, VOCAB)
+    title = ("mcserve gated DeltaNet (%.2fM parameters, %d layers) vs rwkv.cpp RWKV-4 (%.2fM parameters, %d layers), "
+             "hidden %d, vocab %d; %s, %d CPUs, L3 %s; median of %d interleaved rounds; load average %.1f before, "
+             "%.1f after" % (stats["F32"]["params"] / 1e6, our_layers, peer_params / 1e6, n_layer, N_EMBD, VOCAB,
+                             machine.get("Model name", "?"), machine["cpus"], machine.get("L3 cache", "?"), a.rounds,
+                             loads[0][0], loads[1][0]))
+    notes = ["rwkv.cpp %s, ggml %s." % (peer["commits"]["rwkv.cpp"], peer["commits"]["ggml"]) if peer
+             else "rwkv.cpp: skipped (no --peer-src).",
+             "Batch-1 steps: %d per run; batch 8/32: %d steps per run. rwkv.cpp decodes one sequence per context, so "
+             "the batched rows compare against its batch-1 rate with the same threads, and against its best batch-1 "
+             "rate in the round with 1 or 2 threads." % (a.steps, a.batched_steps),
+             "Read ceiling = read rate over a buffer of the weights one step reads (all but the embedding table) / "
+             "those bytes; rwkv.cpp's fraction uses the rate at our same-dtype size (its RWKV-4 reads %s per step)."
+             % (peer and ", ".join("%s %.1f MB" % (k, v / 1e6) for k, v in peer["bytes_per_token"].items())),
+             "GFLOP/s = 2 x %d matmul parameters x tok/s (BF16 rows too; the sgemm ceilings are F32)."
+             % stats["F32"]["matmul_params"]]
+    return {"title": title, "notes": notes}
+
+
+def write_json(path, a, machine, loads, stats, n_layer, peer, rounds, summary):
+    """Every measurement of every round, the models, commits and machine, and the summary."""
+    models = {"mcserve": {d: {k: v for k, v in s.items() if k != "matmul_shapes"} for d, s in stats.items()},
+              "rwkv4": {"n_embd": N_EMBD, "n_layer": n_layer, "vocab": VOCAB,
+                        "params": rwkv4_model.rwkv4_param_count(N_EMBD, n_layer, VOCAB),
+                        "bytes_per_token": peer and peer["bytes_per_token"]}}
+    flat_rounds = [{k: ({str(kk): vv for kk, vv in v.items()} if isinstance(v, dict) else v) for k, v in r.items()}
+                   for r in rounds]
+    with open(path, "w") as f:
+        json.dump({"machine": machine, "load_average": loads, "peer_commits": peer and peer["commits"],
+                   "mcserve_commit": peer_build.git_commit(ROOT), "args": vars(a), "models": models,
+                   "rounds": flat_rounds, "summary": summary}, f, indent=1, default=str)
+        f.write("\n")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default=os.path.join(ROOT, "build"), help="our build dir (default: build)")
@@ -197,56 +253,26 @@ def main():
     with tempfile.TemporaryDirectory(prefix="cpu_peer_bench.") as tmp:
         ours = {d: export_bench_model(os.path.join(tmp, d.lower()), d.lower())[0] for d, _ in PAIRS}
         stats = {d: model_weights.decode_weight_stats(ours[d]) for d in ours}
-        n_embd, vocab = 256, 4096
-        n_layer = rwkv4_model.closest_layer_count(stats["F32"]["params"], n_embd, vocab)
-        peer_params = rwkv4_model.rwkv4_param_count(n_embd, n_layer, vocab)
-        commits, peer_driver, peer_models, peer_stats = None, None, {}, None
-        if a.peer_src:
-            peer_src = os.path.abspath(a.peer_src)
-            commits = peer_build.peer_commits(peer_src)
-            library = peer_build.build_peer_library(peer_src, a.peer_build or os.path.join(tmp, "peer-build"))
-            peer_driver = peer_build.compile_decode_driver(peer_src, library, os.path.join(tmp, "rwkv_decode_bench"))
-            peer_models = rwkv4_model.write_peer_models(peer_src, os.path.join(tmp, "rwkv4"), n_embd, n_layer, vocab)
-            peer_stats = {d: rwkv4_model.rwkv4_bytes_read_per_token(n_embd, n_layer, vocab, d) for d in ("FP32", "FP16")}
-        else:
-            print("no --peer-src: rwkv.cpp is skipped (clone RWKV/rwkv.cpp --recursive and pass its path)")
+        with open(os.path.join(ours["F32"], "config.json")) as f:
+            our_layers = json.load(f)["num_hidden_layers"]
+        n_layer = rwkv4_model.closest_layer_count(stats["F32"]["params"], N_EMBD, VOCAB)
+        peer = prepare_peer(a, tmp, n_layer)
         print("mcserve gated DeltaNet: %d parameters; rwkv.cpp RWKV-4 n_embd %d, vocab %d, %d layers: %d parameters"
-              % (stats["F32"]["params"], n_embd, vocab, n_layer, peer_params), flush=True)
-        bench = Bench(a, ours, peer_driver, peer_models, stats)
+              % (stats["F32"]["params"], N_EMBD, VOCAB, n_layer, rwkv4_model.rwkv4_param_count(N_EMBD, n_layer, VOCAB)),
+              flush=True)
+        bench = Bench(a, ours, peer and peer["driver"], peer and peer["models"], stats)
         rounds = []
         for i in range(a.rounds):
             rounds.append(bench.round())
             print("round %d/%d done" % (i + 1, a.rounds), flush=True)
-    load_after = os.getloadavg()
+    loads = [load_before, os.getloadavg()]
     machine = machine_info()
-    header = {
-        "title": "mcserve gated DeltaNet (%.2fM parameters, 9 layers) vs rwkv.cpp RWKV-4 (%.2fM parameters, %d layers), "
-                 "hidden 256, vocab 4096; %s, %d CPUs, L3 %s; median of %d interleaved rounds; load average %.1f before, "
-                 "%.1f after" % (stats["F32"]["params"] / 1e6, peer_params / 1e6, n_layer, machine.get("Model name", "?"),
-                                 machine["cpus"], machine.get("L3 cache", "?"), a.rounds, load_before[0], load_after[0]),
-        "notes": ["rwkv.cpp %s, ggml %s." % ((commits or {}).get("rwkv.cpp"), (commits or {}).get("ggml")) if commits
-                  else "rwkv.cpp: skipped (no --peer-src).",
-                  "Batch-1 steps: %d per run; batch 8/32: %d steps per run. rwkv.cpp decodes one sequence per "
-                  "context, so the batched rows compare against its batch-1 rate with the same threads, and against its best batch-1 rate in the round with 1 or 2 threads." % (a.steps, a.batched_steps),
-                  "Read ceiling = read rate over a buffer of the weights one step reads (all but the embedding table) / "
-                  "those bytes; rwkv.cpp's fraction uses the rate at our same-dtype size (its RWKV-4 reads %s per step)."
-                  % (peer_stats and ", ".join("%s %.1f MB" % (k, v / 1e6) for k, v in peer_stats.items())),
-                  "GFLOP/s = 2 x %d matmul parameters x tok/s (BF16 rows too; the sgemm ceilings are F32)."
-                  % stats["F32"]["matmul_params"]]}
-    summary = summarize(rounds, stats, peer_stats, header)
+    header = describe(a, stats, our_layers, n_layer, peer, machine, loads)
+    summary = summarize(rounds, stats, peer and peer["bytes_per_token"], header)
     print()
     print(report.markdown(summary))
     if a.json:
-        with open(a.json, "w") as f:
-            json.dump({"machine": machine, "load_average": [load_before, load_after], "peer_commits": commits,
-                       "mcserve_commit": peer_build.git_commit(ROOT), "args": vars(a),
-                       "models": {"mcserve": {d: {k: v for k, v in s.items() if k != "matmul_shapes"} for d, s in stats.items()},
-                                  "rwkv4": {"n_embd": n_embd, "n_layer": n_layer, "vocab": vocab, "params": peer_params,
-                                            "bytes_per_token": peer_stats}},
-                       "rounds": [{k: ({str(kk): vv for kk, vv in v.items()} if isinstance(v, dict) else v)
-                                   for k, v in r.items()} for r in rounds],
-                       "summary": summary}, f, indent=1, default=str)
-            f.write("\n")
+        write_json(a.json, a, machine, loads, stats, n_layer, peer, rounds, summary)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,8 @@ def build_peer_library(peer_src, build_dir, jobs=2):
     (reused if already built); returns its path."""
     subprocess.run(["cmake", "-S", peer_src, "-B", build_dir, "-DCMAKE_BUILD_TYPE=Release",
                     "-DRWKV_BUILD_SHARED_LIBRARY=ON", "-DRWKV_STANDALONE=ON"], check=True, capture_output=True)
-    subprocess.run(["cmake", "--build", build_dir, "--target", "rwkv", "-j", str(jobs)], check=True, capture_output=True)
+    subprocess.run(["cmake", "--build", build_dir, "--target", "rwkv", "-j", str(jobs)], check=True,
+                   capture_output=True)
     found = sorted(glob.glob(os.path.join(build_dir, "**", "librwkv.so"), recursive=True))
     if not found:
         raise RuntimeError("no librwkv.so under " + build_dir)

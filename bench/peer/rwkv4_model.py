@@ -22,8 +22,8 @@ def rwkv4_shapes(n_embd, n_layer, vocab):
             shapes[p + "att." + name] = (1, 1, c)
         for name in ("key", "value", "receptance", "output"):
             shapes[p + "att.%s.weight" % name] = (c, c)
-        shapes.update({p + "ffn.time_mix_k": (1, 1, c), p + "ffn.time_mix_r": (1, 1, c),
-                       p + "ffn.key.weight": (f, c), p + "ffn.value.weight": (c, f), p + "ffn.receptance.weight": (c, c)})
+        shapes.update({p + "ffn.time_mix_k": (1, 1, c), p + "ffn.time_mix_r": (1, 1, c), p + "ffn.key.weight": (f, c),
+                       p + "ffn.value.weight": (c, f), p + "ffn.receptance.weight": (c, c)})
     shapes.update({"ln_out.weight": (c,), "ln_out.bias": (c,), "head.weight": (vocab, c)})
     return shapes
 
@@ -50,7 +50,7 @@ def random_rwkv4_state_dict(n_embd, n_layer, vocab, seed=20261125):
     gen = torch.Generator().manual_seed(seed)
     out = {}
     for name, shape in rwkv4_shapes(n_embd, n_layer, vocab).items():
-        if name.endswith("ln0.weight") or name.endswith("ln1.weight") or name.endswith("ln2.weight") or name == "ln_out.weight":
+        if name.endswith((".ln0.weight", ".ln1.weight", ".ln2.weight")) or name == "ln_out.weight":
             t = torch.ones(shape)
         elif name.endswith(".bias"):
             t = torch.zeros(shape)
