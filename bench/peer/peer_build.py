@@ -42,5 +42,5 @@ def compile_decode_driver(peer_src, library, out_path):
     lib_dirs = sorted({os.path.dirname(p) for p in glob.glob(os.path.join(build_dir, "**", "lib*.so"), recursive=True)})
     subprocess.run(["cc", "-O2", "-std=c11", "-D_POSIX_C_SOURCE=199309L", "-I", peer_src,
                     os.path.join(HERE, "rwkv_decode_bench.c"), "-L", os.path.dirname(library), "-lrwkv"]
-                   + ["-Wl,-rpath," + d for d in lib_dirs] + ["-o", out_path], check=True)
+                   + ["-Wl,-rpath," + d for d in lib_dirs] + ["-lm", "-o", out_path], check=True)
     return out_path

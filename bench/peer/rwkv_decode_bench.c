@@ -2,6 +2,7 @@
  * model file, feeds a 16-token prompt, then decodes one token per rwkv_eval call, carrying the
  * recurrent state and taking the argmax of the logits. Prints one JSON line with tokens_per_s.
  * Compiled by bench/cpu_peer_bench.py against a librwkv it builds; not part of the CMake tree. */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,6 +71,12 @@ int main(int argc, char** argv) {
     token = argmax(logits, vocab);
   }
   const double seconds = now_seconds() - start;
+  for (size_t i = 0; i < vocab; ++i) {
+    if (!isfinite(logits[i])) { /* a rate over NaN logits would mean nothing */
+      fprintf(stderr, "rwkv_decode_bench: logit %zu is not finite\n", i);
+      return 1;
+    }
+  }
   printf(
       "{\"engine\": \"rwkv.cpp\", \"batch\": 1, \"threads\": %d, \"steps\": %d, \"seconds\": %.4f, "
       "\"tokens_per_s\": %.1f, \"state_bytes_per_request\": %zu, \"last_token\": %u}\n",
