@@ -59,7 +59,8 @@ TEST_P(DecodeAllocationTest, HundredDecodeStepsAllocateNothing) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, DecodeAllocationTest,
-                         ::testing::Values(Case{"gated_deltanet", 1}, Case{"gated_deltanet", 4},
+                         ::testing::Values(Case{"gated_deltanet", 1}, Case{"gated_deltanet", 4}, Case{"gated_deltanet", 32},
+                                           Case{"gated_deltanet_gva_bf16", 32},
                                            Case{"gated_deltanet_gva_bf16", 4}, Case{"delta_net", 4},
                                            Case{"gla", 4}, Case{"swla", 4}, Case{"titans", 4},
                                            Case{"titans_mlp", 4}, Case{"linear_attn_identity", 4},
