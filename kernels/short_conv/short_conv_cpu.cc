@@ -13,15 +13,20 @@ namespace mcserve::kernels::internal {
 namespace {
 
 constexpr int64_t kChannelBlock = 64;
-constexpr int kInlineWidth = 8;  // widths up to this keep their taps on the stack
 
-// Taps of channels [c0, c0 + nc) transposed so tap j is contiguous: taps[j * kChannelBlock + c] =
-// weight[c0 + c, 0, j] (weight [D, 1, W]); bias[c] likewise (0 without one).
-void LoadBlock(const ShortConvArgs& args, int64_t c0, int64_t nc, int width, float* taps, float* bias) {
-  for (int64_t c = 0; c < nc; ++c) {
-    for (int j = 0; j < width; ++j) taps[j * kChannelBlock + c] = WidenedAt(*args.weight, (c0 + c) * width + j);
-    bias[c] = args.bias != nullptr ? WidenedAt(*args.bias, c0 + c) : 0.0f;
+// The weight [D, 1, W] widened and transposed to taps [W, D] (tap j of every channel contiguous) and
+// the bias [D] (0 without one), in the calling thread's op scratch: once per call, not per task.
+struct Taps {
+  std::span<float> taps, bias;
+};
+Taps LoadTaps(const ShortConvArgs& args, int64_t d, int width) {
+  cpu::ScratchCarver c(cpu::OpScratch(static_cast<size_t>(width + 1) * d));
+  Taps t{.taps = c.Take(static_cast<size_t>(width) * d), .bias = c.Take(d)};
+  for (int64_t ch = 0; ch < d; ++ch) {
+    for (int j = 0; j < width; ++j) t.taps[j * d + ch] = WidenedAt(*args.weight, ch * width + j);
+    if (args.bias != nullptr) t.bias[ch] = WidenedAt(*args.bias, ch);
   }
+  return t;
 }
 
 // One (sequence, channel block) task: convolves the sequence's tokens, then updates its history.
@@ -32,7 +37,7 @@ struct BlockTask {
   const int32_t* cu;
   const int32_t* slots;
 
-  void Run(int64_t b, int64_t c0, const float* taps, const float* bias) const {
+  void Run(int64_t b, int64_t c0, const Taps& w) const {
     const int hist = width - 1;
     const int64_t nc = std::min(kChannelBlock, d - c0);
     const int64_t len = cu[b + 1] - cu[b];
@@ -44,11 +49,11 @@ struct BlockTask {
       for (int64_t c = 0; c < nc; ++c) acc[c] = 0.0f;
       for (int j = 0; j < width; ++j) {
         const float* src = ShortConvSourceRow(st, xs, t - hist + j, width, d) + c0;
-        const float* wj = taps + j * kChannelBlock;
+        const float* wj = w.taps.data() + j * d + c0;
         for (int64_t c = 0; c < nc; ++c) acc[c] += wj[c] * src[c];
       }
       float* o = os + t * d + c0;
-      for (int64_t c = 0; c < nc; ++c) o[c] = ShortConvFinish(acc[c], bias[c], args.silu);
+      for (int64_t c = 0; c < nc; ++c) o[c] = ShortConvFinish(acc[c], w.bias[c0 + c], args.silu);
     }
     // New history: the last W−1 inputs of (old history ++ this chunk), oldest first.
     if (hist == 0 || len == 0) return;
@@ -70,14 +75,9 @@ absl::Status ShortConvCpu(const Context& ctx, const ShortConvArgs& args) {
   const BlockTask task{.args = args, .d = d, .width = width, .cu = Data<int32_t>(*args.layout.cu_seqlens),
                        .slots = Data<int32_t>(*args.layout.slot_ids)};
   const int64_t num_blocks = (d + kChannelBlock - 1) / kChannelBlock;
+  const Taps w = LoadTaps(args, d, width);
   cpu::ParallelFor(ctx.pool, num_seqs * num_blocks, [&](int64_t begin, int64_t end) {
-    float inline_taps[kInlineWidth * kChannelBlock], bias[kChannelBlock];
-    float* taps = width > kInlineWidth ? cpu::ThreadScratch(width * kChannelBlock).data() : inline_taps;
-    for (int64_t i = begin; i < end; ++i) {
-      const int64_t c0 = (i % num_blocks) * kChannelBlock;
-      LoadBlock(args, c0, std::min(kChannelBlock, d - c0), width, taps, bias);
-      task.Run(i / num_blocks, c0, taps, bias);
-    }
+    for (int64_t i = begin; i < end; ++i) task.Run(i / num_blocks, (i % num_blocks) * kChannelBlock, w);
   });
   return absl::OkStatus();
 }
