@@ -28,6 +28,9 @@ def write_report(path, script, argv, args, settings, records):
     report = {"command": "/usr/bin/python3 tools/quality/%s %s" % (script, " ".join(argv or sys.argv[1:])),
               "model": eval_runner.repo_relative(args.model), "model_name": os.path.basename(args.model.rstrip("/")),
               **settings, "segment": args.segment, "threads": args.threads, "results": records}
+    if args.compare:   # each model with its own config: no shared model or segment
+        report.update(model=[eval_runner.repo_relative(v.model) for v in V.model_variants(args.compare)],
+                      model_name=" vs ".join(v.name for v in V.model_variants(args.compare)), segment="own config")
     with open(path, "w") as f:
         json.dump(report, f, indent=1)
         f.write("\n")
