@@ -2,6 +2,10 @@
 # Sets everything up, builds the server and the Python client, starts `mcserve` on the bundled model
 # (free ports, loopback), streams a completion through `mcserve-client`, and stops the server.
 # MCSERVE_SKIP_BUILD=1 skips set-up and build (the tests use it on an existing build).
+# MCSERVE_SERVER_ARGS adds server flags, e.g. the model trained with Memory Caching (SSC) with its
+# checkpoints in the host tier:
+#   MCSERVE_SERVER_ARGS="--model models/kjv-gdn-mc --checkpoint_device_mib 0 --checkpoint_host_mib 64" \
+#     scripts/serve_demo.sh "The pass key is 40213. Remember it. ... What is the pass key? The pass key is"
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${MCSERVE_BUILD_DIR:-$root/build}
@@ -12,7 +16,8 @@ fi
 prompt=${1:-"The cat watched the gulls from the window."}
 
 out=$(mktemp)
-"$build/server/mcserve" --host 127.0.0.1 --grpc-port 0 --http-port 0 >"$out" &
+read -r -a server_args <<<"${MCSERVE_SERVER_ARGS:-}"
+"$build/server/mcserve" --host 127.0.0.1 --grpc-port 0 --http-port 0 "${server_args[@]}" >"$out" &
 server=$!
 trap 'kill "$server" 2>/dev/null || true; rm -f "$out"' EXIT
 for _ in $(seq 600); do  # the first line says where it listens

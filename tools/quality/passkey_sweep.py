@@ -28,6 +28,7 @@ def parse_args(argv):
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--only", nargs="+", help="variant names to run (default: all)")
     ap.add_argument("--out", required=True, help="results JSON")
+    sweep.add_compare_flag(ap)
     return ap.parse_args(argv)
 
 
@@ -36,8 +37,8 @@ def measure(args, variant, length):
     trials = []
     seconds = 0.0
     for i, depth in enumerate(args.depths):
-        cmd = ["passkey", "--model", args.model, "--haystack", args.haystack, "--length", str(length),
-               "--depth", str(depth), "--trials", str(args.trials), "--seed", str(args.seed + i),
+        cmd = ["passkey", "--model", sweep.model_of(args, variant), "--haystack", args.haystack,
+               "--length", str(length), "--depth", str(depth), "--trials", str(args.trials), "--seed", str(args.seed + i),
                "--template", args.template, "--threads", str(args.threads), *variant.flags]
         out, s = eval_runner.run_eval(args.eval, cmd)
         seconds += s
@@ -46,7 +47,8 @@ def measure(args, variant, length):
     return {"variant": variant.name, "init_mode": variant.init_mode, "label": variant.label, "length": length,
             "accuracy": correct / len(trials), "correct": correct, "trials": len(trials),
             "answers": [{k: t[k] for k in ("asked_depth", "key", "generated", "correct")} for t in trials],
-            "seconds": round(seconds, 2), "flags": variant.flags}
+            "seconds": round(seconds, 2), "flags": variant.flags,
+            "model": eval_runner.repo_relative(sweep.model_of(args, variant))}
 
 
 def main(argv=None):
@@ -56,6 +58,7 @@ def main(argv=None):
                        {"haystack": eval_runner.repo_relative(args.haystack), "depths": args.depths,
                         "trials_per_depth": args.trials, "template": args.template}, records)
     print(sweep.markdown_table(records, "accuracy", "%.2f"))
+    print(sweep.depth_table(records))
 
 
 if __name__ == "__main__":

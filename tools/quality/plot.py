@@ -4,6 +4,7 @@ panel per init mode (the base model drawn in both).
 
     /usr/bin/python3 tools/quality/plot.py docs/quality/perplexity.json docs/quality/perplexity.png
     /usr/bin/python3 tools/quality/plot.py docs/quality/passkey.json docs/quality/passkey.png
+    /usr/bin/python3 tools/quality/plot.py --by-depth PASSKEY.json OUT.png   # a panel per needle depth
 """
 
 import json
@@ -15,6 +16,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib import ticker  # noqa: E402
 
+import sweep  # noqa: E402
 import variants as V  # noqa: E402
 
 METRICS = {"perplexity": ("perplexity", "held-out perplexity", True, "evaluation length (tokens)"),
@@ -69,12 +71,44 @@ def plot(report, out_png, title=None):
     plt.close(fig)
 
 
+def _length_axis(ax, lengths, xlabel):
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(lengths, [str(n) if n < 1024 else "%dK" % (n // 1024) for n in lengths])
+    ax.xaxis.set_minor_locator(ticker.NullLocator())
+    ax.set_xlabel(xlabel)
+    ax.grid(True, which="both", alpha=0.3)
+
+
+def plot_depths(report, out_png, title=None):
+    """Passkey results: one panel per needle depth, one line per variant (accuracy against length)."""
+    cells = sweep.by_depth(report["results"])
+    depths = sorted({k[1] for k in cells})
+    labels = list(dict.fromkeys(k[0] for k in cells))
+    lengths = sorted({k[2] for k in cells})
+    fig, axes = plt.subplots(1, len(depths), figsize=(4 * len(depths), 4), sharey=True, squeeze=False)
+    for ax, depth in zip(axes[0], depths):
+        for label in labels:
+            pts = [(n, cells[(label, depth, n)]) for n in lengths if (label, depth, n) in cells]
+            style = "k-o" if label == "base" else "-o"
+            ax.plot([p[0] for p in pts], [c / t for _, (c, t) in pts], style, label=label)
+        _length_axis(ax, lengths, "prompt length (tokens)")
+        ax.set_title("needle depth %g" % depth)
+        ax.legend(fontsize=8)
+    axes[0][0].set_ylabel("passkey accuracy")
+    fig.suptitle(title or "%s: passkey accuracy by needle depth" % report.get("model_name", "model"))
+    fig.tight_layout()
+    fig.savefig(out_png, dpi=100)
+    plt.close(fig)
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
+    by_depth = argv[:1] == ["--by-depth"]
+    argv = argv[1:] if by_depth else argv
     if len(argv) != 2:
-        sys.exit("usage: plot.py RESULTS_JSON OUT_PNG")
+        sys.exit("usage: plot.py [--by-depth] RESULTS_JSON OUT_PNG")
     with open(argv[0]) as f:
-        plot(json.load(f), argv[1])
+        (plot_depths if by_depth else plot)(json.load(f), argv[1])
 
 
 if __name__ == "__main__":

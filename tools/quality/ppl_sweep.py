@@ -25,6 +25,7 @@ def parse_args(argv):
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--only", nargs="+", help="variant names to run (default: all)")
     ap.add_argument("--out", required=True, help="results JSON")
+    sweep.add_compare_flag(ap)
     args = ap.parse_args(argv)
     for n in args.lengths:
         if n < 2 or args.tokens % n:
@@ -34,7 +35,7 @@ def parse_args(argv):
 
 def measure(args, variant, length):
     """One mcserve-eval perplexity run → a result record."""
-    cmd = ["perplexity", "--model", args.model, "--text", args.text, "--context", str(length),
+    cmd = ["perplexity", "--model", sweep.model_of(args, variant), "--text", args.text, "--context", str(length),
            "--max-windows", str(args.tokens // length), "--bucket", str(min(args.bucket, length)),
            "--threads", str(args.threads), *variant.flags]
     out, seconds = eval_runner.run_eval(args.eval, cmd)
@@ -45,7 +46,7 @@ def measure(args, variant, length):
     return {"variant": variant.name, "init_mode": variant.init_mode, "label": variant.label, "length": length,
             "perplexity": res["perplexity"], "mean_nll": res["mean_nll"], "scored_tokens": res["scored_tokens"],
             "windows": res["windows"], "buckets": res["buckets"], "seconds": round(seconds, 2),
-            "flags": variant.flags}
+            "flags": variant.flags, "model": eval_runner.repo_relative(sweep.model_of(args, variant))}
 
 
 def main(argv=None):

@@ -16,10 +16,11 @@ INIT_MODES = ("independent", "checkpoint")
 
 
 class Variant:
-    """One measured configuration: a name, its init mode (None for the base model) and its flags."""
+    """One measured configuration: a name, its init mode (None for the base model), its flags and,
+    with --compare, its own model directory (None: the sweep's --model)."""
 
-    def __init__(self, name, init_mode, flags):
-        self.name, self.init_mode, self.flags = name, init_mode, flags
+    def __init__(self, name, init_mode, flags, model=None):
+        self.name, self.init_mode, self.flags, self.model = name, init_mode, flags, model
 
     @property
     def label(self):
@@ -33,4 +34,16 @@ def variants(segment=TRAINING_CONTEXT, only=None):
         for name, flags in AGGREGATIONS:
             out.append(Variant(name, mode, flags + ["--mc-segmentation", "constant", "--mc-segment-size",
                                                     str(segment), "--mc-init-mode", mode]))
+    return [v for v in out if only is None or v.name in only]
+
+
+def model_variants(specs, only=None):
+    """--compare LABEL=DIR ...: one variant per model, served with its own config.json (its own
+    memory_caching, no MC flags); names in `only`, if given. A label `base` is drawn as the base."""
+    out = []
+    for spec in specs:
+        label, sep, model = spec.partition("=")
+        if not sep or not label or not model:
+            raise ValueError("--compare wants LABEL=DIR, got %r" % spec)
+        out.append(Variant(label, None, [], model))
     return [v for v in out if only is None or v.name in only]

@@ -23,12 +23,13 @@ def _pad_time(x, n):
     return torch.cat([x, pad], dim=1)
 
 
-def chunk_gated_delta_rule(q, k, v, g, beta, scale, chunk_size=64, initial_state=None):
+def chunk_gated_delta_rule(q, k, v, g, beta, scale, chunk_size=64, initial_state=None, chunk_states=False):
     """Gated delta rule over whole sequences, batched.
 
     q, k: [B, T, H, K] (already L2-normalised, not scaled); v: [B, T, H, V];
     g (log-decay ≤ 0), beta: [B, T, H]; initial_state: [B, H, K, V] or None (zeros).
-    Returns (o [B, T, H, V], final state [B, H, K, V]). Padding tokens (g = 0, β = 0) leave the
+    Returns (o [B, T, H, V], final state [B, H, K, V]); with chunk_states, the second item is
+    instead every chunk's hand-off state [B, N, H, K, V] (state after token (n+1)·chunk_size). Padding tokens (g = 0, β = 0) leave the
     state unchanged, so T need not be a multiple of chunk_size. Any thread; autograd-friendly."""
     B, T, H, K = q.shape
     V = v.shape[-1]
@@ -62,11 +63,12 @@ def chunk_gated_delta_rule(q, k, v, g, beta, scale, chunk_size=64, initial_state
     chunk_decay = G[..., -1].exp()                     # Γ_C, [B, H, N]
 
     S = q.new_zeros(B, H, K, V) if initial_state is None else initial_state
-    outs = []
+    outs, states = [], []
     for n in range(N):
         u = w_v[:, :, n] - w_k[:, :, n] @ S
         outs.append(q_decayed[:, :, n] @ S + qk[:, :, n] @ u)
         S = chunk_decay[:, :, n, None, None] * S + k_to_end[:, :, n].transpose(-1, -2) @ u
+        states.append(S)
     o = torch.stack(outs, dim=2)                       # [B, H, N, C, V]
     o = o.permute(0, 2, 3, 1, 4).reshape(B, N * C, H, V)[:, :T]
-    return o, S
+    return o, (torch.stack(states, dim=1) if chunk_states else S)

@@ -2,7 +2,8 @@
 `gated_deltanet` (so state_dict() is the checkpoint): the same computation as
 tests/reference/mcserve_ref's CausalLM, batched, with the recurrence in chunked form
 (chunked_gdn.py). Supported: GVA (num_v_heads), use_gate, use_short_conv, allow_neg_eigval,
-tie_word_embeddings; no hybrid attention layers, no Memory Caching.
+tie_word_embeddings, and Memory Caching as mc_train.py supports it (the `memory_caching` object of
+the config; gate u_proj adds `attn.mc.u_proj.weight`); no hybrid attention layers.
 """
 
 import json
@@ -12,7 +13,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+import mc_train
+import ref_path  # noqa: F401  (puts tests/reference on sys.path)
 from chunked_gdn import chunk_gated_delta_rule
+from mcserve_ref.mc import resolve_mc_config
 
 L2_EPS = 1e-6   # as the reference's ops.l2norm (inside the sqrt)
 
@@ -71,7 +75,7 @@ class ShortConv(nn.Conv1d):
 class GatedDeltaNetAttention(nn.Module):
     """The token mixer (`model.layers.{i}.attn.*`)."""
 
-    def __init__(self, cfg, chunk_size):
+    def __init__(self, cfg, chunk_size, mc_cfg=None):
         super().__init__()
         Hd = cfg["hidden_size"]
         self.nh = cfg["num_heads"]
@@ -98,6 +102,10 @@ class GatedDeltaNetAttention(nn.Module):
             self.g_proj = nn.Linear(Hd, vd, bias=False)
         self.o_norm = RMSNorm(self.dv, self.eps)
         self.o_proj = nn.Linear(vd, Hd, bias=False)
+        self.mc_cfg = mc_cfg
+        if mc_cfg is not None and mc_cfg["gate"] == "u_proj":
+            self.mc = nn.Module()
+            self.mc.u_proj = nn.Linear(Hd, kd, bias=False)   # `attn.mc.u_proj.weight` [H·K, hidden]
 
     def _l2(self, x):
         return x / torch.sqrt((x * x).sum(-1, keepdim=True) + L2_EPS)
@@ -114,11 +122,24 @@ class GatedDeltaNetAttention(nn.Module):
         v = v.view(B, T, self.nvh, self.dv)
         beta = torch.sigmoid(self.b_proj(x)) * (2.0 if self.neg else 1.0)
         g = -self.A_log.exp() * F.softplus(self.a_proj(x) + self.dt_bias)
-        o, _ = chunk_gated_delta_rule(q, k, v, g, beta, self.dk ** -0.5, self.chunk_size)
+        o, states = chunk_gated_delta_rule(q, k, v, g, beta, self.dk ** -0.5, self.chunk_size,
+                                           chunk_states=self.mc_cfg is not None)
+        if self.mc_cfg is not None:
+            o = self._mc(x, q * self.dk ** -0.5, k, o, states)
         o = self.o_norm(o)
         if self.use_gate:
             o = o * F.silu(self.g_proj(x).view(B, T, self.nvh, self.dv))
         return self.o_proj(o.reshape(B, T, -1))
+
+    def _mc(self, x, q, k, o, chunk_states):
+        """Memory Caching's aggregated read-out [B, T, H, V] (mc_train.py); q scaled, per state head."""
+        B, T, _ = x.shape
+        if self.mc_cfg["gate"] == "u_proj":
+            u = self.mc.u_proj(x).view(B, T, self.nh, self.dk).repeat_interleave(self.nvh // self.nh, dim=2)
+        else:
+            u = q
+        states = mc_train.segment_states(chunk_states, T, self.mc_cfg["segment_size"], self.chunk_size)
+        return mc_train.mc_readout(o, q, k, u, states, self.mc_cfg)
 
 
 class SwiGLU(nn.Module):
@@ -137,10 +158,10 @@ class SwiGLU(nn.Module):
 class Block(nn.Module):
     """h = x + attn(attn_norm(x)); y = h + mlp(mlp_norm(h))."""
 
-    def __init__(self, cfg, chunk_size):
+    def __init__(self, cfg, chunk_size, mc_cfg=None):
         super().__init__()
         self.attn_norm = RMSNorm(cfg["hidden_size"], cfg["norm_eps"])
-        self.attn = GatedDeltaNetAttention(cfg, chunk_size)
+        self.attn = GatedDeltaNetAttention(cfg, chunk_size, mc_cfg)
         self.mlp_norm = RMSNorm(cfg["hidden_size"], cfg["norm_eps"])
         self.mlp = SwiGLU(cfg["hidden_size"], resolved_intermediate_size(cfg))
 
@@ -152,10 +173,12 @@ class Block(nn.Module):
 class Backbone(nn.Module):
     """`model.*`: embeddings, layers, final norm."""
 
-    def __init__(self, cfg, chunk_size):
+    def __init__(self, cfg, chunk_size, mc_cfg=None):
         super().__init__()
         self.embeddings = nn.Embedding(cfg["vocab_size"], cfg["hidden_size"])
-        self.layers = nn.ModuleList([Block(cfg, chunk_size) for _ in range(cfg["num_hidden_layers"])])
+        on = set(mc_cfg["layers"]) if mc_cfg is not None else set()
+        self.layers = nn.ModuleList([Block(cfg, chunk_size, mc_cfg if i in on else None)
+                                     for i in range(cfg["num_hidden_layers"])])
         self.norm = RMSNorm(cfg["hidden_size"], cfg["norm_eps"])
 
     def forward(self, ids):
@@ -173,11 +196,12 @@ class GatedDeltaNetLM(nn.Module):
         super().__init__()
         if cfg.get("model_type") != "gated_deltanet":
             raise ValueError("model_type must be gated_deltanet, got %r" % cfg.get("model_type"))
-        if cfg.get("attn") is not None or cfg.get("memory_caching") is not None:
-            raise ValueError("hybrid attention layers and memory_caching are not supported for training")
+        if cfg.get("attn") is not None:
+            raise ValueError("hybrid attention layers are not supported for training")
         self.cfg = dict(cfg)
         self.cfg.setdefault("norm_eps", 1e-6)
-        self.model = Backbone(self.cfg, chunk_size)
+        self.mc_cfg = training_mc_config(cfg, chunk_size)
+        self.model = Backbone(self.cfg, chunk_size, self.mc_cfg)
         self.tied = bool(cfg.get("tie_word_embeddings", False))
         if not self.tied:
             self.lm_head = nn.Linear(cfg["hidden_size"], cfg["vocab_size"], bias=False)
@@ -190,7 +214,7 @@ class GatedDeltaNetLM(nn.Module):
     def init_weights(self, generator):
         """fla-style initialisation from `generator` (a torch.Generator): linear/embedding weights
         N(0, initializer_range²), norms 1, conv uniform(±1/sqrt(width)), A_log = log U(1, 16),
-        dt_bias = softplus⁻¹(dt) with dt log-uniform in [1e-3, 0.1]."""
+        dt_bias = softplus⁻¹(dt) with dt log-uniform in [1e-3, 0.1], MC's u_proj 0."""
         std = self.cfg.get("initializer_range", 0.02)
         for name, p in self.named_parameters():
             with torch.no_grad():
@@ -202,6 +226,8 @@ class GatedDeltaNetLM(nn.Module):
                     p.copy_(dt + torch.log(-torch.expm1(-dt)))
                 elif "norm" in name.split(".")[-2]:
                     p.fill_(1.0)
+                elif name.endswith("mc.u_proj.weight"):   # gate logits 0: uniform mixture at first
+                    p.zero_()
                 elif "conv1d" in name:
                     bound = 1.0 / math.sqrt(p.shape[-1])
                     p.uniform_(-bound, bound, generator=generator)
@@ -210,6 +236,17 @@ class GatedDeltaNetLM(nn.Module):
 
     def num_parameters(self):
         return sum(p.numel() for p in self.parameters())
+
+
+def training_mc_config(cfg, chunk_size):
+    """The resolved `memory_caching` of cfg (None when off), gate defaulting to u_proj (training
+    creates its weight); ValueError unless mc_train.py supports it."""
+    mc = resolve_mc_config(cfg.get("memory_caching"), cfg["num_hidden_layers"])
+    if mc is None:
+        return None
+    mc["gate"] = mc["gate"] or "u_proj"
+    mc_train.check_config(mc, chunk_size)
+    return mc
 
 
 def load_config(path):

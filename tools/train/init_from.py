@@ -4,7 +4,9 @@ model.safetensors, tokenizer.model as export_model.py writes them) instead of a 
 Strict, like the reference's loader: the directory's config must describe the same architecture as
 the model flags, its tokenizer must be byte-identical to the run's (else token ids would mean
 other things), every parameter of the training model must be in model.safetensors with the same
-shape, and every tensor of the file must be used. The file is read by mcserve_ref's safetensors
+shape, and every tensor of the file must be used. One exception: a model trained with Memory
+Caching may start from one without it, so its MC gate weights (`*.attn.mc.u_proj.weight`) may be
+absent from the file; they keep their init and the log names them. The file is read by mcserve_ref's safetensors
 reader (which validates the header and offsets). Any problem → InitFromError naming it.
 """
 
@@ -21,6 +23,8 @@ from mcserve_ref import safetensors_io as st
 ARCHITECTURE_KEYS = ("model_type", "vocab_size", "hidden_size", "num_hidden_layers", "num_heads", "num_v_heads",
                      "head_dim", "expand_v", "hidden_ratio", "intermediate_size", "conv_size", "use_short_conv",
                      "use_gate", "allow_neg_eigval", "tie_word_embeddings", "norm_eps", "hidden_act")
+
+MC_GATE_SUFFIX = ".attn.mc.u_proj.weight"
 
 
 class InitFromError(ValueError):
@@ -62,22 +66,29 @@ def check_tokenizer(tokenizer_path, model_dir):
 
 def load_weights(model, model_dir):
     """Copies model_dir/model.safetensors into `model`'s parameters (every parameter present with
-    its shape, every stored tensor used); returns the set of stored dtypes."""
+    its shape, every stored tensor used; MC gate weights may be missing, see above); returns the
+    sorted stored dtypes."""
     try:
         tensors = st.load_model_dir(model_dir)
     except (OSError, ValueError, KeyError) as e:
         raise InitFromError("--init-from %s: cannot read model.safetensors: %s" % (model_dir, e)) from e
     params = model.state_dict()
-    missing = sorted(set(params) - set(tensors))
+    new_mc = sorted(n for n in set(params) - set(tensors) if n.endswith(MC_GATE_SUFFIX))
+    missing = sorted(set(params) - set(tensors) - set(new_mc))
     unused = sorted(set(tensors) - set(params))
     if missing or unused:
         raise InitFromError("--init-from %s: missing tensors %s, unused tensors %s" % (model_dir, missing, unused))
     for name, p in params.items():
-        if tuple(tensors[name].shape) != tuple(p.shape):
+        if name not in new_mc and tuple(tensors[name].shape) != tuple(p.shape):
             raise InitFromError("--init-from %s: tensor %s has shape %s, the model needs %s"
                                 % (model_dir, name, list(tensors[name].shape), list(p.shape)))
+    if new_mc:
+        print("--init-from %s: %d MC gate weights not in the source, kept at their init: %s"
+              % (model_dir, len(new_mc), ", ".join(new_mc)), flush=True)
     with torch.no_grad():
         for name, p in params.items():
+            if name in new_mc:
+                continue
             p.copy_(torch.from_numpy(tensors[name].to_numpy()).to(p.dtype))
     return sorted({t.dtype for t in tensors.values()})
 

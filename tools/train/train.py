@@ -50,6 +50,14 @@ def parse_args(argv):
     ap.add_argument("--untied", action="store_true", help="separate lm_head (default: tied embeddings)")
     ap.add_argument("--dtype", choices=("F32", "BF16"), default="F32", help="exported weight dtype")
     ap.add_argument("--chunk", type=int, default=32, help="chunk size of the chunked recurrence")
+    # Memory Caching (mc_train.py): constant segments, checkpoint init mode
+    ap.add_argument("--mc-aggregation", choices=("none", "residual", "grm", "ssc"), default="none",
+                    help="train with Memory Caching on every memory layer (default none: off)")
+    ap.add_argument("--mc-segment-size", type=int, default=64, help="MC segment size (a multiple of --chunk)")
+    ap.add_argument("--mc-top-k", type=int, default=2, help="SSC: cached segments kept per token and head")
+    ap.add_argument("--mc-gate", choices=("u_proj", "q"), default="u_proj",
+                    help="gate input: a learned u_proj (attn.mc.u_proj.weight, zero init) or the query")
+    ap.add_argument("--mc-pool", choices=("mean", "sum"), default="mean", help="a segment's pooled key")
     # training
     ap.add_argument("--steps", type=int, default=700)
     ap.add_argument("--batch", type=int, default=16)
@@ -93,7 +101,20 @@ def parse_args(argv):
         ap.error("--passkey-curriculum must be in (0, --context]")
     if not 0.0 < args.passkey_curriculum_end <= 1.0:
         ap.error("--passkey-curriculum-end must be in (0, 1]")
+    if args.mc_aggregation != "none" and args.mc_segment_size % args.chunk != 0:
+        ap.error("--mc-segment-size must be a multiple of --chunk")
     return args
+
+
+def memory_caching(args):
+    """The `memory_caching` config object the MC flags describe (None with --mc-aggregation none)."""
+    if args.mc_aggregation == "none":
+        return None
+    mc = dict(aggregation=args.mc_aggregation, segmentation="constant", segment_size=args.mc_segment_size,
+              init_mode="checkpoint", gate=args.mc_gate, pool=args.mc_pool)
+    if args.mc_aggregation == "ssc":
+        mc["top_k"] = args.mc_top_k
+    return mc
 
 
 def build_model(args, vocab, tokenizer_path=None, sp=None):
@@ -102,6 +123,8 @@ def build_model(args, vocab, tokenizer_path=None, sp=None):
     cfg = gdn_model.fla_config(vocab_size=vocab, hidden_size=args.hidden, num_hidden_layers=args.layers,
                                num_heads=args.heads, head_dim=args.head_dim, hidden_ratio=args.hidden_ratio,
                                tie_word_embeddings=not args.untied)
+    if memory_caching(args) is not None:
+        cfg["memory_caching"] = memory_caching(args)
     model = gdn_model.GatedDeltaNetLM(cfg, chunk_size=args.chunk)
     model.init_weights(torch.Generator().manual_seed(args.seed))
     if args.init_from is not None:
@@ -143,8 +166,9 @@ def main(argv=None):
     print("data: %s (%.1fs)" % (json.dumps(corpus.summary), t_data), flush=True)
 
     model = build_model(args, corpus.sp.get_piece_size(), corpus.tokenizer_path, corpus.sp)
-    print("model: %d parameters%s" % (model.num_parameters(),
-                                      " from " + args.init_from if args.init_from else ""), flush=True)
+    print("model: %d parameters%s; memory_caching %s" % (
+        model.num_parameters(), " from " + args.init_from if args.init_from else "",
+        json.dumps(memory_caching(args))), flush=True)
     settings = trainer.TrainSettings(args.steps, args.batch, args.context, args.lr, args.min_lr_ratio,
                                      args.warmup, args.weight_decay, args.clip, args.eval_interval,
                                      args.eval_windows, args.passkey_fraction, args.seed,
@@ -169,7 +193,7 @@ def main(argv=None):
         "data": corpus.summary, "parameters": model.num_parameters(), "safetensors_bytes": size,
         "dtype": args.dtype, "init_from": args.init_from, "settings": vars(settings), "history": history,
         "seconds": {"data_and_tokenizer": t_data, "training": t_train, "final_eval": t_eval, "total": total},
-        "threads": args.threads, "torch": torch.__version__,
+        "threads": args.threads, "torch": torch.__version__, "memory_caching": memory_caching(args),
     }
     with open(os.path.join(args.model_dir, "training.json"), "w") as f:
         json.dump(report, f, indent=2)
