@@ -10,6 +10,7 @@ import torch
 
 import export_model
 import gdn_model
+import weights_util
 from mcserve_ref import safetensors_io as st
 
 FIXTURE_TOKENIZER = os.path.join(os.path.dirname(export_model.__file__), "..", "..", "tests", "data",
@@ -30,18 +31,8 @@ def _model(variant, seed=0):
     cfg.update(VARIANTS[variant])
     model = gdn_model.GatedDeltaNetLM(cfg, chunk_size=16).double()
     model.init_weights(torch.Generator().manual_seed(seed))
-    with torch.no_grad():   # move away from the init (norms at 1, ...) so every tensor matters
-        for p in model.parameters():
-            p.add_(0.3 * torch.randn(p.shape, generator=torch.Generator().manual_seed(p.numel()), dtype=p.dtype))
+    weights_util.perturb_parameters(model)  # away from the init, so every tensor matters
     return model
-
-
-def _round_weights(model, dtype):
-    """Replace the weights by the values the export stores (F32 or BF16 rounding)."""
-    with torch.no_grad():
-        for p in model.parameters():
-            t = st.make_tensor(p.numpy(), dtype)
-            p.copy_(torch.from_numpy(t.to_numpy().astype(np.float64)))
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
@@ -49,7 +40,7 @@ def _round_weights(model, dtype):
 def test_training_model_equals_reference(tmp_path, variant, dtype):
     model = _model(variant)
     export_model.export(model, FIXTURE_TOKENIZER, str(tmp_path), dtype)
-    _round_weights(model, dtype)
+    weights_util.round_weights(model, dtype)
     ref = export_model.load_reference(str(tmp_path), torch.float64)
     ids = torch.randint(0, 320, (2, 45), generator=torch.Generator().manual_seed(5))   # 45: not a chunk multiple
     with torch.no_grad():

@@ -6,12 +6,12 @@ import json
 import os
 import subprocess
 
-import numpy as np
 import pytest
 import torch
 
 import export_model
 import gdn_model
+import weights_util
 import init_from
 import spm_tokenizer
 import windows as win
@@ -33,24 +33,15 @@ def _model(mc=MC, dtype=torch.float64, seed=0):
         cfg["memory_caching"] = dict(mc)
     model = gdn_model.GatedDeltaNetLM(cfg, chunk_size=4).to(dtype)
     model.init_weights(torch.Generator().manual_seed(seed))
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(0.3 * torch.randn(p.shape, generator=torch.Generator().manual_seed(p.numel()), dtype=p.dtype))
+    weights_util.perturb_parameters(model)  # away from the init, so every tensor matters
     return model
-
-
-def _round_weights(model, dtype):
-    """Replace the weights by the values the export stores (F32 or BF16 rounding)."""
-    with torch.no_grad():
-        for p in model.parameters():
-            p.copy_(torch.from_numpy(st.make_tensor(p.numpy(), dtype).to_numpy().astype(np.float64)))
 
 
 @pytest.mark.parametrize("aggregation", ["residual", "grm", "ssc"])
 def test_mc_model_export_equals_reference(tmp_path, aggregation):
     model = _model(dict(MC, aggregation=aggregation))
     export_model.export(model, TOKENIZER, str(tmp_path), "BF16")
-    _round_weights(model, "BF16")
+    weights_util.round_weights(model, "BF16")
     cfg = json.loads((tmp_path / "config.json").read_text())
     assert cfg["memory_caching"]["aggregation"] == aggregation
     tensors, _ = st.load_file(str(tmp_path / "model.safetensors"))
