@@ -11,18 +11,6 @@
 namespace mcserve::kernels::internal {
 namespace {
 
-// Widens a F32/BF16/F16 tensor into `out` (numel floats); nothing for null.
-void Widen(const Tensor* t, std::span<float> out) {
-  if (t == nullptr) return;
-  if (t->dtype() == DType::kF32) {
-    std::memcpy(out.data(), Data<float>(*t), out.size() * sizeof(float));
-    return;
-  }
-  const uint16_t* p = Data<uint16_t>(*t);
-  const bool bf16 = t->dtype() == DType::kBF16;
-  for (size_t i = 0; i < out.size(); ++i) out[i] = bf16 ? Bf16ToF32(p[i]) : F16ToF32(p[i]);
-}
-
 // [n, n] nn.Linear weight -> transposed floats [n (in), n (out)] in `out`.
 void TransposeWeight(const Tensor* w, int n, std::span<float> out) {
   for (int i = 0; i < n; ++i) {
@@ -49,9 +37,8 @@ absl::Status FeatureMapCpu(const Context& ctx, const FeatureMapArgs& args) {
   const std::span<float> b1 = inputs.Take(args.b1 != nullptr ? d : 0), b2 = inputs.Take(args.b2 != nullptr ? d : 0);
   if (layer1) TransposeWeight(args.w1, d, w1);
   if (layer2) TransposeWeight(args.w2, d, w2);
-  Widen(args.b1, b1), Widen(args.b2, b2);
-  const float* b1p = b1.empty() ? nullptr : b1.data();
-  const float* b2p = b2.empty() ? nullptr : b2.data();
+  const float* b1p = args.b1 != nullptr ? F32View(*args.b1, b1) : nullptr;
+  const float* b2p = args.b2 != nullptr ? F32View(*args.b2, b2) : nullptr;
   const float* xd = Data<float>(x);
   float* od = Data<float>(*args.out);
 
