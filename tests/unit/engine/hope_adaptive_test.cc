@@ -16,6 +16,7 @@
 #include "engine/runner/model.h"
 #include "fixture_util.h"
 #include "gtest/gtest.h"
+#include "tests/unit/engine/chunked_logits.h"
 #include "tests/unit/engine/model_test_util.h"
 #include "tests/unit/engine/reference_generate.h"
 
@@ -23,6 +24,7 @@ namespace mcserve::engine {
 namespace {
 
 namespace fx = ::mcserve::testing;  // the fixture helpers (fixture_util.h, reference_generate.h)
+using fx::ChunkedLogits;
 using fx::FixtureDir;
 using fx::RelativeError;
 using testing::CopyFixturePatched;  // model_test_util.h
@@ -35,23 +37,6 @@ std::vector<int32_t> LongSequence(int64_t vocab) {
   std::vector<int32_t> ids = fx::LoadGolden(kFixture).prompt_ids;
   for (int i = 0; ids.size() < 70; ++i) ids.push_back(static_cast<int32_t>(3 + (37 * i + 11) % (vocab - 3)));
   return ids;
-}
-
-// Logits of every token of `ids` fed in chunks of `chunk` through slot `slot`; learn flags per chunk
-// from `learn(begin)`.
-std::vector<float> Logits(const Model& model, StatePool& pool, int slot, const std::vector<int32_t>& ids, int chunk,
-                          const std::function<bool(size_t)>& learn = [](size_t) { return true; }) {
-  std::vector<float> all;
-  for (size_t begin = 0; begin < ids.size(); begin += chunk) {
-    SequenceChunk c{.slot = slot, .tokens = {ids.data() + begin, std::min<size_t>(chunk, ids.size() - begin)},
-                    .all_logits = true, .learn = learn(begin)};
-    auto logits = model.Forward({&c, 1}, pool);
-    EXPECT_TRUE(logits.ok()) << logits.status();
-    if (!logits.ok()) return {};
-    auto host = logits->ToHostF32();
-    all.insert(all.end(), host->begin(), host->end());
-  }
-  return all;
 }
 
 class HopeAdaptiveTest : public ::testing::Test {
@@ -70,11 +55,11 @@ class HopeAdaptiveTest : public ::testing::Test {
 TEST_F(HopeAdaptiveTest, AnyChunkingIsBitIdenticalToDecode) {
   auto pool = model_->NewStatePool(1);
   ASSERT_TRUE(pool.ok());
-  const std::vector<float> decode = Logits(*model_, *pool, 0, ids_, 1);
+  const std::vector<float> decode = ChunkedLogits(*model_, *pool, 0, ids_, 1);
   ASSERT_EQ(decode.size(), ids_.size() * model_->config().vocab_size);
   for (int chunk : {2, 3, 4, 5, 6, 7, 8, 11, 15, 16, 64}) {
     ASSERT_TRUE(pool->Reset(0).ok());
-    EXPECT_EQ(Logits(*model_, *pool, 0, ids_, chunk), decode) << "chunk " << chunk;
+    EXPECT_EQ(ChunkedLogits(*model_, *pool, 0, ids_, chunk), decode) << "chunk " << chunk;
   }
 }
 
@@ -82,9 +67,9 @@ TEST_F(HopeAdaptiveTest, TrainingChangesTheLogits) {
   // Without any learned token the model is the checkpoint's; with them it must differ (lr > 0).
   auto pool = model_->NewStatePool(1);
   ASSERT_TRUE(pool.ok());
-  const std::vector<float> learned = Logits(*model_, *pool, 0, ids_, 1);
+  const std::vector<float> learned = ChunkedLogits(*model_, *pool, 0, ids_, 1);
   ASSERT_TRUE(pool->Reset(0).ok());
-  const std::vector<float> frozen = Logits(*model_, *pool, 0, ids_, 1, [](size_t) { return false; });
+  const std::vector<float> frozen = ChunkedLogits(*model_, *pool, 0, ids_, 1, [](size_t) { return false; });
   EXPECT_GT(RelativeError(learned, frozen), 1e-2);
   // The first three logits rows come before the first boundary (period 3): training has not applied yet.
   const size_t v = model_->config().vocab_size;
@@ -124,11 +109,11 @@ TEST_F(HopeAdaptiveTest, GeneratedTokensDoNotTrain) {
 TEST_F(HopeAdaptiveTest, AResetSlotForgetsWhatItLearned) {
   auto pool = model_->NewStatePool(2);
   ASSERT_TRUE(pool.ok());
-  const std::vector<float> fresh = Logits(*model_, *pool, 1, ids_, 9);
+  const std::vector<float> fresh = ChunkedLogits(*model_, *pool, 1, ids_, 9);
   // Slot 0 trains on a long sequence, is reset, and then must equal the fresh slot.
-  ASSERT_FALSE(Logits(*model_, *pool, 0, LongSequence(model_->config().vocab_size), 4).empty());
+  ASSERT_FALSE(ChunkedLogits(*model_, *pool, 0, LongSequence(model_->config().vocab_size), 4).empty());
   ASSERT_TRUE(pool->Reset(0).ok());
-  EXPECT_EQ(Logits(*model_, *pool, 0, ids_, 9), fresh);
+  EXPECT_EQ(ChunkedLogits(*model_, *pool, 0, ids_, 9), fresh);
 }
 
 // Copies fixture `name` into `dir` with every in_proj.weight [H·d, hidden] set to the identity and, when
@@ -170,12 +155,12 @@ TEST(HopeAdaptiveQTest, HeadSlicesTrainAsAnIdentityInProj) {
   auto proj_pool = (*proj)->NewStatePool(1);
   auto heads_pool = (*heads)->NewStatePool(1);
   ASSERT_TRUE(proj_pool.ok() && heads_pool.ok());
-  const std::vector<float> a = Logits(**proj, *proj_pool, 0, ids, 7);
-  const std::vector<float> b = Logits(**heads, *heads_pool, 0, ids, 7);
+  const std::vector<float> a = ChunkedLogits(**proj, *proj_pool, 0, ids, 7);
+  const std::vector<float> b = ChunkedLogits(**heads, *heads_pool, 0, ids, 7);
   EXPECT_LE(RelativeError(b, a), 1e-6);
   // ... and the training matters: the same ids without learning differ.
   ASSERT_TRUE(heads_pool->Reset(0).ok());
-  EXPECT_GT(RelativeError(Logits(**heads, *heads_pool, 0, ids, 7, [](size_t) { return false; }), a), 1e-2);
+  EXPECT_GT(RelativeError(ChunkedLogits(**heads, *heads_pool, 0, ids, 7, [](size_t) { return false; }), a), 1e-2);
 }
 
 }  // namespace

@@ -8,9 +8,12 @@
 #include "engine/runner/model.h"
 #include "fixture_util.h"
 #include "gtest/gtest.h"
+#include "tests/unit/engine/chunked_logits.h"
 
 namespace mcserve::engine {
 namespace {
+
+using mcserve::testing::ChunkedLogits;
 
 using testing::FixtureDir;
 using testing::RelativeError;
@@ -20,21 +23,6 @@ std::vector<int32_t> LongSequence(const std::string& fixture, int64_t vocab) {
   std::vector<int32_t> ids = testing::LoadGolden(fixture).prompt_ids;
   for (int i = 0; ids.size() < 70; ++i) ids.push_back(static_cast<int32_t>(3 + (37 * i + 11) % (vocab - 3)));
   return ids;
-}
-
-// Logits of every token of `ids` fed in chunks of `chunk` through slot `slot` of `pool`.
-std::vector<float> Logits(const Model& model, StatePool& pool, int slot, const std::vector<int32_t>& ids, int chunk) {
-  std::vector<float> all;
-  for (size_t begin = 0; begin < ids.size(); begin += chunk) {
-    SequenceChunk c{.slot = slot, .tokens = {ids.data() + begin, std::min<size_t>(chunk, ids.size() - begin)},
-                    .all_logits = true};
-    auto logits = model.Forward({&c, 1}, pool);
-    EXPECT_TRUE(logits.ok()) << logits.status();
-    if (!logits.ok()) return {};
-    auto host = logits->ToHostF32();
-    all.insert(all.end(), host->begin(), host->end());
-  }
-  return all;
 }
 
 class HopeModelTest : public ::testing::TestWithParam<std::string> {};
@@ -47,10 +35,10 @@ TEST_P(HopeModelTest, ChunksCuttingAnchorsAndLevelsEqualDecode) {
   const std::vector<int32_t> ids = LongSequence(GetParam(), (*model)->config().vocab_size);
   auto pool = (*model)->NewStatePool(1);
   ASSERT_TRUE(pool.ok());
-  const std::vector<float> decode = Logits(**model, *pool, 0, ids, 1);
+  const std::vector<float> decode = ChunkedLogits(**model, *pool, 0, ids, 1);
   for (int chunk : {2, 3, 4, 5, 6, 7, 9, 16, 17, 64}) {
     ASSERT_TRUE(pool->Reset(0).ok());
-    EXPECT_LE(RelativeError(Logits(**model, *pool, 0, ids, chunk), decode), 1e-5) << "chunk " << chunk;
+    EXPECT_LE(RelativeError(ChunkedLogits(**model, *pool, 0, ids, chunk), decode), 1e-5) << "chunk " << chunk;
   }
 }
 
@@ -60,9 +48,9 @@ TEST_P(HopeModelTest, AReusedSlotStartsFromTheLearnedInitialWeights) {
   const std::vector<int32_t> ids = LongSequence(GetParam(), (*model)->config().vocab_size);
   auto pool = (*model)->NewStatePool(2);
   ASSERT_TRUE(pool.ok());
-  const std::vector<float> fresh = Logits(**model, *pool, 1, ids, 64);
+  const std::vector<float> fresh = ChunkedLogits(**model, *pool, 1, ids, 64);
   ASSERT_TRUE(pool->Reset(1).ok());
-  EXPECT_EQ(Logits(**model, *pool, 1, ids, 64), fresh);  // bit-identical
+  EXPECT_EQ(ChunkedLogits(**model, *pool, 1, ids, 64), fresh);  // bit-identical
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, HopeModelTest,
