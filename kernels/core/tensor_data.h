@@ -35,5 +35,9 @@ inline const float* F32View(const Tensor& t, std::span<float> scratch) {
   return scratch.data();
 }
 
+// The elements of host I32 tensor `t`, in place.
+inline std::span<const int32_t> I32Span(const Tensor& t) {
+  return {Data<int32_t>(t), static_cast<size_t>(t.numel())};
+}
 
 }  // namespace mcserve::kernels

@@ -1,6 +1,7 @@
 #include "kernels/core/validate.h"
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "kernels/core/tensor_data.h"
 
 namespace mcserve::kernels {
@@ -24,11 +25,24 @@ absl::Status CheckWritable(const char* op, const char* name, const Tensor& t) {
   return absl::InvalidArgumentError(absl::StrCat(op, ": ", name, " is read-only"));
 }
 
-absl::Status CheckTensor(const char* op, const std::string& name, const Tensor& t, DType dtype, const Shape& shape,
+absl::Status CheckTensor(const char* op, absl::string_view name, const Tensor& t, DType dtype, const Shape& shape,
                          const char* want) {
   if (t.dtype() == dtype && t.shape() == shape) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(op, ": ", name, " ", t.DebugString(), " (want ", DTypeName(dtype),
                                                  " ", ShapeString(shape), " ", want, ")"));
+}
+
+std::string ListItem::Name() const { return absl::StrCat(list, "[", index, "]", field); }
+
+absl::Status CheckListTensor(const char* op, const ListItem& item, const Tensor& t, Device device,
+                             const TensorSpec& spec) {
+  if (t.device() == device && t.dtype() == spec.dtype && t.shape() == spec.shape) return absl::OkStatus();
+  return CheckArg(op, item.Name().c_str(), t, device, spec);
+}
+
+absl::Status CheckArg(const char* op, const char* name, const Tensor& t, Device device, const TensorSpec& spec) {
+  MCSERVE_RETURN_IF_ERROR(CheckOnDevice(op, name, t, device));
+  return CheckTensor(op, name, t, spec.dtype, spec.shape, spec.want);
 }
 
 bool Overlaps(const Tensor& a, const Tensor& b) {

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "kernels/core/tensor.h"
 
 namespace mcserve::kernels {
@@ -29,8 +30,30 @@ absl::Status CheckWritable(const char* op, const char* name, const Tensor& t);
 
 // OK when `t` has exactly `dtype` and `shape`; else InvalidArgument
 // "<op>: <name> F32[2, 3] on cpu (want I32 [3] <want>)", `want` naming the dimensions ("[T + 1]").
-absl::Status CheckTensor(const char* op, const std::string& name, const Tensor& t, DType dtype, const Shape& shape,
+absl::Status CheckTensor(const char* op, absl::string_view name, const Tensor& t, DType dtype, const Shape& shape,
                          const char* want);
+
+// Element `index` of a list argument, e.g. {"pages", 3, ".memory"} for "pages[3].memory". The checks
+// below format it only when they fail, so validating a long list (a decode step's pages) builds no string.
+struct ListItem {
+  const char* list;
+  int64_t index;
+  const char* field = "";
+  std::string Name() const;
+};
+
+// What a tensor argument must be: dtype, shape, and `want` naming the dimensions ("[Hs, K, V]").
+struct TensorSpec {
+  DType dtype;
+  const Shape& shape;
+  const char* want;
+};
+
+// CheckOnDevice, then CheckTensor.
+absl::Status CheckArg(const char* op, const char* name, const Tensor& t, Device device, const TensorSpec& spec);
+// The same for a list element.
+absl::Status CheckListTensor(const char* op, const ListItem& item, const Tensor& t, Device device,
+                             const TensorSpec& spec);
 
 // Whether the storage of a and b overlaps (views of one buffer included; empty tensors never do).
 bool Overlaps(const Tensor& a, const Tensor& b);

@@ -20,10 +20,9 @@ constexpr char kOp[] = "DeepMcReadout";
 absl::Status Bad(const std::string& msg) { return absl::InvalidArgumentError(absl::StrCat(kOp, ": ", msg)); }
 
 // CheckOnDevice, then CheckTensor.
-absl::Status Check(const std::string& name, const Tensor& t, DType dtype, const Shape& shape, Device dev,
+absl::Status Check(const char* name, const Tensor& t, DType dtype, const Shape& shape, Device dev,
                    const char* want) {
-  MCSERVE_RETURN_IF_ERROR(CheckOnDevice(kOp, name.c_str(), t, dev));
-  return CheckTensor(kOp, name, t, dtype, shape, want);
+  return CheckArg(kOp, name, t, dev, {dtype, shape, want});
 }
 
 const char* CombineName(DeepMcCombine c) {
@@ -112,17 +111,21 @@ absl::Status Validate(const Context& ctx, const DeepMcReadoutArgs& a) {
     MCSERVE_RETURN_IF_ERROR(ValidateBatchLayout(kOp, a.layout, t, om.dim(0), dev));
   }
   const int64_t num_pages = static_cast<int64_t>(a.pages.size());
+  const Shape memory_shape = {h, p}, key_shape = {h, d};
   for (int64_t i = 0; i < num_pages; ++i) {
     const DeepMcPage& page = a.pages[i];
-    const std::string name = absl::StrCat("pages[", i, "]");
-    if (page.memory == nullptr) return Bad(absl::StrCat(name, ".memory is required"));
-    MCSERVE_RETURN_IF_ERROR(Check(name + ".memory", *page.memory, DType::kF32, {h, p}, dev, "[H, P = 2·expansion·d²]"));
+    if (page.memory == nullptr) return Bad(absl::StrCat(ListItem{"pages", i, ".memory"}.Name(), " is required"));
+    MCSERVE_RETURN_IF_ERROR(CheckListTensor(kOp, {"pages", i, ".memory"}, *page.memory, dev,
+                                            {DType::kF32, memory_shape, "[H, P = 2·expansion·d²]"}));
     if (gated) {
-      if (page.pooled_key == nullptr) return Bad(absl::StrCat(name, ".pooled_key is required by combine ", combine));
-      MCSERVE_RETURN_IF_ERROR(Check(name + ".pooled_key", *page.pooled_key, DType::kF32, {h, d}, dev, "[H, d]"));
+      if (page.pooled_key == nullptr) {
+        return Bad(absl::StrCat(ListItem{"pages", i, ".pooled_key"}.Name(), " is required by combine ", combine));
+      }
+      MCSERVE_RETURN_IF_ERROR(CheckListTensor(kOp, {"pages", i, ".pooled_key"}, *page.pooled_key, dev,
+                                              {DType::kF32, key_shape, "[H, d]"}));
     }
     if (!std::isfinite(page.weight_scale)) {
-      return Bad(absl::StrCat(name, ".weight_scale = ", page.weight_scale, " (want finite)"));
+      return Bad(absl::StrCat(ListItem{"pages", i}.Name(), ".weight_scale = ", page.weight_scale, " (want finite)"));
     }
   }
   const Tensor &offsets = *a.token_page_offsets, &token_pages = *a.token_pages;
@@ -136,16 +139,19 @@ absl::Status Validate(const Context& ctx, const DeepMcReadoutArgs& a) {
   if (online != nullptr && Overlaps(out, *online) && RawData(out) != RawData(*online)) {
     return Bad("out partially overlaps online");
   }
-  std::vector<std::pair<std::string, const Tensor*>> inputs = {
-      {"q", a.q}, {"u", u}, {"online_pool", online_pool}, {"online_memory", online_memory},
-      {"ln_weight", a.ln_weight}, {"ln_bias", a.ln_bias}, {"token_page_offsets", a.token_page_offsets},
-      {"token_pages", a.token_pages}, {"cu_seqlens", cu_seqlens}, {"slot_ids", slot_ids}};
-  for (int64_t i = 0; i < num_pages; ++i) {
-    inputs.push_back({absl::StrCat("pages[", i, "].memory"), a.pages[i].memory});
-    inputs.push_back({absl::StrCat("pages[", i, "].pooled_key"), gated ? a.pages[i].pooled_key : nullptr});
+  for (const NamedTensor& input :
+       {NamedTensor{"q", a.q}, NamedTensor{"u", u}, NamedTensor{"online_pool", online_pool},
+        NamedTensor{"online_memory", online_memory}, NamedTensor{"ln_weight", a.ln_weight},
+        NamedTensor{"ln_bias", a.ln_bias}, NamedTensor{"token_page_offsets", a.token_page_offsets},
+        NamedTensor{"token_pages", a.token_pages}, NamedTensor{"cu_seqlens", cu_seqlens},
+        NamedTensor{"slot_ids", slot_ids}}) {
+    if (input.tensor != nullptr && Overlaps(out, *input.tensor)) return Bad(absl::StrCat("out overlaps ", input.name));
   }
-  for (const auto& [name, tensor] : inputs) {
-    if (tensor != nullptr && Overlaps(out, *tensor)) return Bad(absl::StrCat("out overlaps ", name));
+  for (int64_t i = 0; i < num_pages; ++i) {
+    if (Overlaps(out, *a.pages[i].memory)) return Bad(absl::StrCat("out overlaps pages[", i, "].memory"));
+    if (gated && Overlaps(out, *a.pages[i].pooled_key)) {
+      return Bad(absl::StrCat("out overlaps pages[", i, "].pooled_key"));
+    }
   }
   return absl::OkStatus();
 }

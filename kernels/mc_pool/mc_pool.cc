@@ -1,8 +1,11 @@
 #include "kernels/mc_pool/mc_pool.h"
 
+#include <span>
+
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "kernels/core/dispatch.h"
+#include "kernels/core/tensor_data.h"
 #include "kernels/core/validate.h"
 
 namespace mcserve::kernels {
@@ -33,8 +36,7 @@ absl::Status Validate(const Context& ctx, const McSegmentPoolArgs& a) {
         absl::StrCat("McSegmentPool: first_local ", first.DebugString(), " must be I32 [B]"));
   }
   if (first.device() == Device::kCpu) {
-    MCSERVE_ASSIGN_OR_RETURN(std::vector<int32_t> j, first.ToHostI32());
-    for (int32_t v : j) {
+    for (int32_t v : I32Span(first)) {  // on the host: read in place
       if (v < 1 || v > a.segment_size) {
         return absl::InvalidArgumentError(
             absl::StrCat("McSegmentPool: first_local ", v, " outside [1, ", a.segment_size, "]"));
@@ -68,9 +70,8 @@ absl::Status ValidateLevels(const Context& ctx, const McLevelPoolArgs& a) {
     return absl::InvalidArgumentError(
         absl::StrCat("McLevelPool: first_position ", first.DebugString(), " must be I32 [B]"));
   }
-  if (first.device() == Device::kCpu) {
-    MCSERVE_ASSIGN_OR_RETURN(std::vector<int32_t> n, first.ToHostI32());
-    MCSERVE_ASSIGN_OR_RETURN(std::vector<int32_t> cu, a.layout.cu_seqlens->ToHostI32());
+  if (first.device() == Device::kCpu && a.layout.cu_seqlens->device() == Device::kCpu) {
+    const std::span<const int32_t> n = I32Span(first), cu = I32Span(*a.layout.cu_seqlens);  // host: in place
     for (size_t b = 0; b < n.size(); ++b) {
       const int64_t last = int64_t{n[b]} + cu[b + 1] - cu[b] - 1;
       if (n[b] < 1 || last >= (int64_t{1} << sums.dim(2))) {

@@ -18,10 +18,9 @@ namespace {
 absl::Status Bad(const std::string& msg) { return absl::InvalidArgumentError(absl::StrCat("McReadout: ", msg)); }
 
 // CheckOnDevice, then CheckTensor.
-absl::Status Check(const std::string& name, const Tensor& t, DType dtype, const Shape& shape, Device dev,
+absl::Status Check(const char* name, const Tensor& t, DType dtype, const Shape& shape, Device dev,
                    const char* want) {
-  MCSERVE_RETURN_IF_ERROR(CheckOnDevice("McReadout", name.c_str(), t, dev));
-  return CheckTensor("McReadout", name, t, dtype, shape, want);
+  return CheckArg("McReadout", name, t, dev, {dtype, shape, want});
 }
 
 const char* CombineName(McCombine c) {
@@ -71,16 +70,18 @@ absl::Status Validate(const Context& ctx, const McReadoutArgs& a) {
     MCSERVE_RETURN_IF_ERROR(Check("online_pool", *a.online_pool, DType::kF32, {t, hs, k}, dev, "[T, Hs, K]"));
   }
   const int64_t num_pages = static_cast<int64_t>(a.pages.size());
+  const Shape memory_shape = {hs, k, v}, key_shape = {hs, k};
   for (int64_t i = 0; i < num_pages; ++i) {
     const McPage& page = a.pages[i];
-    const std::string name = absl::StrCat("pages[", i, "]");
-    if (page.memory == nullptr) return Bad(absl::StrCat(name, ".memory is required"));
-    MCSERVE_RETURN_IF_ERROR(Check(name + ".memory", *page.memory, DType::kF32, {hs, k, v}, dev, "[Hs, K, V]"));
+    if (page.memory == nullptr) return Bad(absl::StrCat(ListItem{"pages", i, ".memory"}.Name(), " is required"));
+    MCSERVE_RETURN_IF_ERROR(CheckListTensor("McReadout", {"pages", i, ".memory"}, *page.memory, dev,
+                                            {DType::kF32, memory_shape, "[Hs, K, V]"}));
     if (softmax) {
       if (page.pooled_key == nullptr) {
-        return Bad(absl::StrCat(name, ".pooled_key is required by combine ", combine));
+        return Bad(absl::StrCat(ListItem{"pages", i, ".pooled_key"}.Name(), " is required by combine ", combine));
       }
-      MCSERVE_RETURN_IF_ERROR(Check(name + ".pooled_key", *page.pooled_key, DType::kF32, {hs, k}, dev, "[Hs, K]"));
+      MCSERVE_RETURN_IF_ERROR(CheckListTensor("McReadout", {"pages", i, ".pooled_key"}, *page.pooled_key, dev,
+                                              {DType::kF32, key_shape, "[Hs, K]"}));
     }
   }
   const Tensor &offsets = *a.token_page_offsets, &token_pages = *a.token_pages;
@@ -93,13 +94,9 @@ absl::Status Validate(const Context& ctx, const McReadoutArgs& a) {
 
   // out may be online itself, but must not overlap any other input.
   if (Overlaps(out, online) && RawData(out) != RawData(online)) return Bad("out partially overlaps online");
-  std::vector<std::pair<std::string, const Tensor*>> inputs = {{"q", &q}};
-  if (softmax) {
-    inputs.push_back({"u", a.u});
-    inputs.push_back({"online_pool", a.online_pool});
-  }
-  for (const auto& [name, tensor] : inputs) {
-    if (Overlaps(out, *tensor)) return Bad(absl::StrCat("out overlaps ", name));
+  for (const NamedTensor& input : {NamedTensor{"q", &q}, NamedTensor{"u", softmax ? a.u : nullptr},
+                                   NamedTensor{"online_pool", softmax ? a.online_pool : nullptr}}) {
+    if (input.tensor != nullptr && Overlaps(out, *input.tensor)) return Bad(absl::StrCat("out overlaps ", input.name));
   }
   for (int64_t i = 0; i < num_pages; ++i) {
     if (Overlaps(out, *a.pages[i].memory) || (softmax && Overlaps(out, *a.pages[i].pooled_key))) {

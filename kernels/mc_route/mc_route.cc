@@ -19,10 +19,9 @@ absl::Status Bad(const std::string& msg) { return absl::InvalidArgumentError(abs
 
 // `t` is on the context's device `dev`, or an error naming the tensor and both devices.
 // CheckOnDevice, then CheckTensor.
-absl::Status Check(const std::string& name, const Tensor& t, DType dtype, const Shape& shape, Device dev,
+absl::Status Check(const char* name, const Tensor& t, DType dtype, const Shape& shape, Device dev,
                    const char* want) {
-  MCSERVE_RETURN_IF_ERROR(CheckOnDevice("McRoute", name.c_str(), t, dev));
-  return CheckTensor("McRoute", name, t, dtype, shape, want);
+  return CheckArg("McRoute", name, t, dev, {dtype, shape, want});
 }
 
 absl::Status Validate(const Context& ctx, const McRouteArgs& a) {
@@ -41,9 +40,10 @@ absl::Status Validate(const Context& ctx, const McRouteArgs& a) {
     return Bad(absl::StrCat("u ", u.DebugString(), " (want F32 [T, Hs, K])"));
   }
   const int64_t t = u.dim(0), hs = u.dim(1), k = u.dim(2);
+  const Shape key_shape = {hs, k};
   for (int64_t i = 0; i < num_pages; ++i) {
     MCSERVE_RETURN_IF_ERROR(
-        Check(absl::StrCat("pooled_keys[", i, "]"), *a.pooled_keys[i], DType::kF32, {hs, k}, dev, "[Hs, K]"));
+        CheckListTensor("McRoute", {"pooled_keys", i}, *a.pooled_keys[i], dev, {DType::kF32, key_shape, "[Hs, K]"}));
   }
   MCSERVE_RETURN_IF_ERROR(Check("token_page_offsets", offsets, DType::kI32, {t + 1}, dev, "[T + 1]"));
   MCSERVE_RETURN_IF_ERROR(CheckOnDevice("McRoute", "token_pages", token_pages, dev));
@@ -52,11 +52,12 @@ absl::Status Validate(const Context& ctx, const McRouteArgs& a) {
   }
   MCSERVE_RETURN_IF_ERROR(Check("selected", selected, DType::kI32, {t, hs, a.top_k}, dev, "[T, Hs, top_k]"));
   if (selected.read_only()) return Bad("selected is read-only");
-  std::vector<std::pair<std::string, const Tensor*>> inputs = {
-      {"u", &u}, {"token_page_offsets", &offsets}, {"token_pages", &token_pages}};
-  for (int64_t i = 0; i < num_pages; ++i) inputs.push_back({absl::StrCat("pooled_keys[", i, "]"), a.pooled_keys[i]});
-  for (const auto& [name, tensor] : inputs) {
-    if (Overlaps(selected, *tensor)) return Bad(absl::StrCat("selected overlaps ", name));
+  for (const NamedTensor& input : {NamedTensor{"u", &u}, NamedTensor{"token_page_offsets", &offsets},
+                                   NamedTensor{"token_pages", &token_pages}}) {
+    if (Overlaps(selected, *input.tensor)) return Bad(absl::StrCat("selected overlaps ", input.name));
+  }
+  for (int64_t i = 0; i < num_pages; ++i) {
+    if (Overlaps(selected, *a.pooled_keys[i])) return Bad(absl::StrCat("selected overlaps pooled_keys[", i, "]"));
   }
   return ValidateCsr("McRoute", offsets, token_pages, t, num_pages);
 }
