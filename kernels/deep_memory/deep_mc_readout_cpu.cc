@@ -47,6 +47,7 @@ struct Problem {
   std::vector<float> scale;                  // per page: weight_scale
   TokenPageIndex index;  // the readers of each page, by token
   std::vector<float> gamma;     // [H, E]: weight of entry x for head h at h·E + x (0 = not read)
+  std::vector<unsigned char> keep;  // [Hs, entries]: top-k scratch of each (head, entry), as gamma
   std::vector<float> gamma_on;  // [H, T]: the online memory's weight
 };
 
@@ -54,7 +55,6 @@ const float* LnRow(const float* ln, int64_t h, int d) { return ln != nullptr ? l
 
 // Gate weights of tokens [t0, t1) for head h into pr.gamma and pr.gamma_on.
 void GateWeights(Problem& pr, int64_t h, int64_t t0, int64_t t1) {
-  thread_local std::vector<unsigned char> keep;
   float* gamma = pr.gamma.data() + h * pr.e_entries;
   for (int64_t t = t0; t < t1; ++t) {
     const int64_t row = t * pr.hs + h;
@@ -70,8 +70,7 @@ void GateWeights(Problem& pr, int64_t h, int64_t t0, int64_t t1) {
       }
       const float z_on = math::Dot(u, pr.online_pool + row * pr.d, pr.d);
       const int top_k = pr.combine == DeepMcCombine::kTopKSoftmax ? pr.top_k : 0;
-      if (keep.size() < static_cast<size_t>(n)) keep.resize(n);
-      g_on = mc_readout_math::GateWeights(gamma + x0, n, z_on, top_k, keep.data());
+      g_on = mc_readout_math::GateWeights(gamma + x0, n, z_on, top_k, pr.keep.data() + h * pr.e_entries + x0);
     }
     pr.gamma_on[h * pr.t + t] = g_on;
   }
@@ -208,7 +207,13 @@ void Soup(const Problem& pr, int64_t h, int64_t t0, int64_t t1) {
 }  // namespace
 
 absl::Status DeepMcReadoutCpu(const Context& ctx, const DeepMcReadoutArgs& args) {
-  Problem pr;
+  // The calling thread's, reused so that its vectors keep their capacity (a decode step allocates
+  // nothing); a reference, so that the loop's threads read this one and not their own.
+  thread_local Problem storage;
+  Problem& pr = storage;
+  pr.memory.clear();
+  pr.pooled.clear();
+  pr.scale.clear();
   pr.combine = args.combine;
   pr.silu = args.activation == DeepMcActivation::kSilu;
   pr.top_k = args.top_k;
@@ -250,6 +255,7 @@ absl::Status DeepMcReadoutCpu(const Context& ctx, const DeepMcReadoutArgs& args)
   }
   BuildTokenPageIndex(pr.offsets, pr.t, pr.token_pages, pr.e_entries, static_cast<int64_t>(pr.memory.size()), pr.index);
   pr.gamma.assign(pr.hs * pr.e_entries, 0.0f);
+  pr.keep.resize(pr.gamma.size());  // on the calling thread: the loop's threads allocate nothing
   pr.gamma_on.assign(pr.hs * pr.t, 0.0f);
 
   const int64_t blocks = (pr.t + kTokenBlock - 1) / kTokenBlock;

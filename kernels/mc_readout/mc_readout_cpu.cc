@@ -25,6 +25,13 @@ constexpr int64_t kTokenBlock = 64;            // tokens per task
 constexpr int64_t kLoopMaxRows = 2;            // up to this many readers of a page: loop, not sgemm
 constexpr int64_t kMinParallelMacs = 1 << 15;  // below this the pool costs more than it saves
 
+constexpr int32_t kPrefetchPages = 4;          // pooled keys fetched this many pages ahead
+
+// Asks for the cache lines of row [n] floats ahead of its use.
+inline void PrefetchRow(const float* row, int64_t n) {
+  for (int64_t i = 0; i < n; i += 16) __builtin_prefetch(row + i);
+}
+
 // Everything a task reads, resolved once.
 struct Problem {
   McCombine combine;
@@ -37,12 +44,12 @@ struct Problem {
   std::vector<const float*> memory, pooled;  // per page: [Hs, K, V], [Hs, K] (null for kSum)
   TokenPageIndex index;  // the readers of each page, by token
   std::vector<float> gamma;  // [Hs, P]: weight of entry e for head h at h·P + e (0 = not read)
+  std::vector<unsigned char> keep;  // [Hs, entries]: top-k scratch of each (head, entry), as gamma
 };
 
 // Gate weights of tokens [t0, t1) for head h into pr.gamma, and y = γ_on·o_on.
 void WeightsAndOnline(Problem& pr, int64_t h, int64_t t0, int64_t t1) {
   const int k = static_cast<int>(pr.k), v = static_cast<int>(pr.v);
-  thread_local std::vector<unsigned char> keep;
   float* gamma = pr.gamma.data() + h * pr.p;
   for (int64_t t = t0; t < t1; ++t) {
     const int64_t row = t * pr.hs + h;
@@ -53,11 +60,14 @@ void WeightsAndOnline(Problem& pr, int64_t h, int64_t t0, int64_t t1) {
       g_on = pr.online_weight;
     } else {
       const float* u = pr.u + row * pr.k;
-      for (int32_t i = 0; i < n; ++i) gamma[e0 + i] = math::Dot(u, pr.pooled[pr.token_pages[e0 + i]] + h * pr.k, k);
+      for (int32_t i = 0; i < n; ++i) {
+        // Pages' pooled keys are scattered over the store: fetch a few pages ahead (latency-bound at 64K).
+        if (i + kPrefetchPages < n) PrefetchRow(pr.pooled[pr.token_pages[e0 + i + kPrefetchPages]] + h * pr.k, k);
+        gamma[e0 + i] = math::Dot(u, pr.pooled[pr.token_pages[e0 + i]] + h * pr.k, k);
+      }
       const float z_on = math::Dot(u, pr.online_pool + row * pr.k, k);
       const int top_k = pr.combine == McCombine::kTopKSoftmax ? pr.top_k : 0;
-      if (keep.size() < static_cast<size_t>(n)) keep.resize(n);
-      g_on = math::GateWeights(gamma + e0, n, z_on, top_k, keep.data());
+      g_on = math::GateWeights(gamma + e0, n, z_on, top_k, pr.keep.data() + h * pr.p + e0);
     }
     math::ScaleOnline(pr.online + row * pr.v, g_on, v, pr.out + row * pr.v);
   }
@@ -111,7 +121,12 @@ void PageReadouts(const Problem& pr, int64_t h, int64_t t0, int64_t t1) {
 }  // namespace
 
 absl::Status McReadoutCpu(const Context& ctx, const McReadoutArgs& args) {
-  Problem pr;
+  // The calling thread's, reused so that its vectors keep their capacity (a decode step allocates
+  // nothing); a reference, so that the loop's threads read this one and not their own.
+  thread_local Problem storage;
+  Problem& pr = storage;
+  pr.memory.clear();
+  pr.pooled.clear();
   pr.combine = args.combine;
   pr.top_k = args.top_k;
   pr.online_weight = args.online_weight;
@@ -136,6 +151,7 @@ absl::Status McReadoutCpu(const Context& ctx, const McReadoutArgs& args) {
   }
   BuildTokenPageIndex(pr.offsets, pr.t, pr.token_pages, pr.p, static_cast<int64_t>(pr.memory.size()), pr.index);
   pr.gamma.assign(pr.hs * pr.p, 0.0f);
+  pr.keep.resize(pr.gamma.size());  // on the calling thread: the loop's threads allocate nothing
 
   const int64_t blocks = (pr.t + kTokenBlock - 1) / kTokenBlock;
   const int64_t macs = pr.hs * (pr.p * pr.k * pr.v + pr.t * pr.v);

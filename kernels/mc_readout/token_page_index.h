@@ -12,9 +12,10 @@ struct TokenPageIndex {
   std::vector<int64_t> page_begin;  // [pages + 1]: page i's entries are [page_begin[i], page_begin[i+1])
   std::vector<int32_t> entry;       // [E]: the entry's index into token_pages
   std::vector<int32_t> token;       // [E]: the token that reads it (ascending within a page)
+  std::vector<int64_t> fill;        // [pages]: build scratch, kept so a reused index allocates nothing
 };
 
-// Builds the index of `tokens` tokens' lists over `num_pages` pages.
+// Builds the index of `tokens` tokens' lists over `num_pages` pages (reusing `index`'s capacity).
 inline void BuildTokenPageIndex(const int32_t* offsets, int64_t tokens, const int32_t* token_pages, int64_t entries,
                                 int64_t num_pages, TokenPageIndex& index) {
   index.page_begin.assign(num_pages + 1, 0);
@@ -22,7 +23,8 @@ inline void BuildTokenPageIndex(const int32_t* offsets, int64_t tokens, const in
   for (int64_t i = 0; i < num_pages; ++i) index.page_begin[i + 1] += index.page_begin[i];
   index.entry.resize(entries);
   index.token.resize(entries);
-  std::vector<int64_t> fill(index.page_begin.begin(), index.page_begin.end() - 1);
+  std::vector<int64_t>& fill = index.fill;
+  fill.assign(index.page_begin.begin(), index.page_begin.end() - 1);
   for (int64_t t = 0; t < tokens; ++t) {  // tokens ascending, so each page's entries are sorted by token
     for (int32_t x = offsets[t]; x < offsets[t + 1]; ++x) {
       const int64_t s = fill[token_pages[x]]++;
