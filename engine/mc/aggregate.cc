@@ -1,6 +1,8 @@
 // The read-out of rows against their slots' checkpoints (memory_stage.h): the page list each row
 // reads — every page, staged to the device, or a slot's running sum — then the rule's Read. SSC with
 // pages on the host routes first (ssc_routed.cc).
+#include <vector>
+
 #include "base/status_macros.h"
 #include "engine/mc/mc_pass.h"
 #include "engine/mc/segmentation.h"
@@ -8,6 +10,32 @@
 namespace mcserve::engine {
 
 using kernels::Tensor;
+
+namespace {
+
+// Storage of Aggregate's lists, kept per thread across calls (the engine loop thread's).
+struct AggregateScratch {
+  std::vector<Tensor> sums;
+  PageList list;
+  std::vector<int32_t> all;
+};
+
+}  // namespace
+
+// Appends every checkpoint of (slot, layer) = cps to list.pages: in place when all are on the device,
+// else staged to the device (CheckpointStore::Stage). `all` is index scratch.
+absl::Status MemoryStage::AppendPages(CheckpointStore& store, int slot, CheckpointList cps,
+                                      std::vector<int32_t>& all, PageList& list) const {
+  if (store.AllOnDevice(slot, layer_)) {
+    for (const McCheckpoint* cp : cps) list.pages.push_back({.memory = &cp->memory, .pooled_key = &cp->pooled_key});
+    return absl::OkStatus();
+  }
+  all.resize(cps.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int32_t>(i);
+  MCSERVE_ASSIGN_OR_RETURN(std::vector<const Tensor*> memories, store.Stage(slot, layer_, all));
+  for (size_t i = 0; i < cps.size(); ++i) list.pages.push_back({.memory = memories[i], .pooled_key = &cps[i]->pooled_key});
+  return absl::OkStatus();
+}
 
 absl::Status MemoryStage::Aggregate(const McPass& pass, const SubBatch& rows) const {
   const MixerBatch& batch = pass.batch;
@@ -18,9 +46,15 @@ absl::Status MemoryStage::Aggregate(const McPass& pass, const SubBatch& rows) co
       if (!store.AllOnDevice(batch.slots[e.seq], layer_)) return AggregateRouted(pass, rows);
     }
   }
-  std::vector<Tensor> sums;  // the slots' running sums (summed aggregations), stable below
+  // The lists are rebuilt per call in storage kept across calls: a decode step allocates nothing.
+  thread_local AggregateScratch scratch;
+  std::vector<Tensor>& sums = scratch.sums;  // the slots' running sums (summed aggregations), stable below
+  PageList& list = scratch.list;
+  sums.clear();
   sums.reserve(rows.entries().size());
-  PageList list;
+  list.pages.clear();
+  list.offsets.assign(1, 0);
+  list.token_pages.clear();
   size_t cached = 0;  // checkpoints of the (last) entry's slot
   for (const PieceEntry& e : rows.entries()) {
     const int slot = batch.slots[e.seq];
@@ -29,27 +63,23 @@ absl::Status MemoryStage::Aggregate(const McPass& pass, const SubBatch& rows) co
     cached = summed ? static_cast<size_t>(CachedSegments(batch.positions[e.seq] + (e.begin - batch.cu[e.seq]) + 1,
                                                          mc_->segment_size))
                     : cps.size();
-    std::vector<int32_t> ids;
+    const int32_t first = static_cast<int32_t>(list.pages.size());
     if (summed && cached > 0) {
       MCSERVE_ASSIGN_OR_RETURN(Tensor sum, pass.state.at("mc_sum").Rows(slot, slot + 1).Reshape(PageShape()));
       sums.push_back(std::move(sum));
-      ids.push_back(static_cast<int32_t>(list.pages.size()));
       list.pages.push_back({.memory = &sums.back()});
     } else if (!summed) {
-      std::vector<int32_t> all(cps.size());
-      for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int32_t>(i);
-      MCSERVE_ASSIGN_OR_RETURN(std::vector<const Tensor*> memories, store.Stage(slot, layer_, all));
-      for (size_t i = 0; i < cps.size(); ++i) {
-        ids.push_back(static_cast<int32_t>(list.pages.size()));
-        list.pages.push_back({.memory = memories[i], .pooled_key = &cps[i]->pooled_key});
-      }
+      MCSERVE_RETURN_IF_ERROR(AppendPages(store, slot, cps, scratch.all, list));
     }
+    const int32_t last = static_cast<int32_t>(list.pages.size());
     for (int64_t r = e.begin; r < e.end; ++r) {
-      list.token_pages.insert(list.token_pages.end(), ids.begin(), ids.end());
+      for (int32_t id = first; id < last; ++id) list.token_pages.push_back(id);
       list.offsets.push_back(static_cast<int32_t>(list.token_pages.size()));
     }
   }
-  return Readout(pass, rows, list, cached);
+  const absl::Status status = Readout(pass, rows, list, cached);
+  sums.clear();  // drop the views of the state
+  return status;
 }
 
 absl::Status MemoryStage::Readout(const McPass& pass, const SubBatch& rows, const PageList& list,

@@ -1,6 +1,8 @@
 // Constant segmentation (memory_stage.h): the open segment's pool after every row, the batch cut
 // into pieces that end where a segment closes (so each checkpoint is frozen exactly at its boundary,
 // B.6.2), each piece run through the rule and aggregated, and the closed segments frozen.
+#include <vector>
+
 #include "base/status_macros.h"
 #include "engine/mc/mc_pass.h"
 #include "engine/mc/segmentation.h"
@@ -16,8 +18,11 @@ absl::Status MemoryStage::RunConstant(McPass& pass) const {
   const MixerBatch& batch = pass.batch;
   const int64_t c = mc_->segment_size, hs = shape_.state_heads;
   const int num_seqs = static_cast<int>(batch.slots.size());
+  // Kept per thread across calls (the engine loop thread's): a decode step allocates nothing.
+  thread_local std::vector<int32_t> first_local;
+  thread_local std::vector<PieceEntry> pieces;  // every sequence's runs, sequence by sequence
   // Pool of the open segment after every row.
-  std::vector<int32_t> first_local(num_seqs);
+  first_local.resize(num_seqs);
   for (int b = 0; b < num_seqs; ++b) first_local[b] = static_cast<int32_t>(LocalIndex(batch.positions[b] + 1, c));
   MCSERVE_ASSIGN_OR_RETURN(Tensor first_t, Tensor::FromHostI32(first_local, {num_seqs}, pass.ctx.device));
   MCSERVE_ASSIGN_OR_RETURN(pass.pools, NewF32(pass.ctx, {pass.out->dim(0), hs, shape_.dk}));
@@ -27,30 +32,25 @@ absl::Status MemoryStage::RunConstant(McPass& pass) const {
   // Split every sequence after each row that closes a segment, and after every row that reads a
   // cached segment when the read-out needs the online memory as each row leaves it.
   const bool row_by_row = pass.rule.ReadsOnlineWeights(mc_->aggregation);
-  std::vector<std::vector<PieceEntry>> runs(num_seqs);
+  pieces.clear();
   bool crosses_inside = false;
   for (int b = 0; b < num_seqs; ++b) {
+    const size_t first_piece = pieces.size();
     int64_t begin = batch.cu[b];
     for (int64_t r = batch.cu[b]; r < batch.cu[b + 1]; ++r) {
       const int64_t n = batch.positions[b] + (r - batch.cu[b]) + 1;  // the row's token number
       const bool closes = ClosesSegment(n, c);
       if (closes || (row_by_row && n > c) || r + 1 == batch.cu[b + 1]) {
-        runs[b].push_back({b, begin, r + 1, closes});
+        pieces.push_back({b, begin, r + 1, closes});
         begin = r + 1;
       }
     }
-    crosses_inside |= runs[b].size() > 1;
+    crosses_inside |= pieces.size() - first_piece > 1;
   }
-  if (!crosses_inside) {
-    std::vector<PieceEntry> entries;
-    for (auto& run : runs) entries.insert(entries.end(), run.begin(), run.end());
-    return RunPiece(pass, SubBatch::Whole(batch, std::move(entries)));
-  }
-  for (auto& run : runs) {
-    for (const PieceEntry& e : run) {
-      MCSERVE_ASSIGN_OR_RETURN(SubBatch piece, SubBatch::Of(pass.ctx, batch, {e}));
-      MCSERVE_RETURN_IF_ERROR(RunPiece(pass, piece));
-    }
+  if (!crosses_inside) return RunPiece(pass, SubBatch::Whole(batch, pieces));
+  for (const PieceEntry& e : pieces) {
+    MCSERVE_ASSIGN_OR_RETURN(SubBatch piece, SubBatch::Of(pass.ctx, batch, {e}));
+    MCSERVE_RETURN_IF_ERROR(RunPiece(pass, piece));
   }
   return absl::OkStatus();
 }

@@ -45,8 +45,8 @@ absl::Status ReadDeepPages(const Context& ctx, const McRead& r, const DeepPageRe
   // activation mixing over the online weights alone, equal only up to rounding.)
   if (r.token_pages->dim(0) == 0) return absl::OkStatus();
   const bool mean = r.mc->aggregation == McAggregation::kMean;
-  std::vector<kernels::DeepMcPage> pages;
-  pages.reserve(r.pages.size());
+  thread_local std::vector<kernels::DeepMcPage> pages;  // capacity kept: a decode step allocates nothing
+  pages.clear();
   for (const kernels::McPage& p : r.pages) {
     // The mean's one page is the running sum of the cached weights: read at 1/N of it.
     const float scale = mean && r.cached > 0 ? 1.0f / static_cast<float>(r.cached) : 1.0f;

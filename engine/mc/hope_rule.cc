@@ -52,7 +52,8 @@ absl::Status HopeRule::Run(const Context& ctx, std::span<const int32_t> rows, co
   // multi-row sequence comes from a constant-segment piece or a whole batch, whose first_positions
   // count from the request's start.
   const bool one_row_each = rows.size() == first_positions.size();
-  std::vector<int32_t> phase(first_positions.size());
+  thread_local std::vector<int32_t> phase;  // capacity kept: a decode step allocates nothing
+  phase.resize(first_positions.size());
   for (size_t i = 0; i < phase.size(); ++i) {
     const int64_t pos = one_row_each ? in_.row_positions[rows[i]] : first_positions[i];
     phase[i] = static_cast<int32_t>(pos % w_.phase_period);

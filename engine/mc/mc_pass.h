@@ -8,7 +8,9 @@
 #include <span>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "engine/mc/memory_rule.h"
 #include "engine/mc/memory_stage.h"
 #include "kernels/core/batch_layout.h"
@@ -52,25 +54,33 @@ struct DeviceLayout {
 // by every step that reads it.
 class SubBatch {
  public:
-  // The whole batch, one entry per sequence: its own layout and positions, nothing uploaded.
-  static SubBatch Whole(const MixerBatch& batch, std::vector<PieceEntry> entries);
-  // `entries` (consecutive runs, in row order): their layout uploaded once.
+  // The whole batch, one entry per sequence: its own layout and positions, nothing uploaded or
+  // copied (`entries` and `batch` must outlive the SubBatch).
+  static SubBatch Whole(const MixerBatch& batch, std::span<const PieceEntry> entries);
+  // `entries` (consecutive runs, in row order): their layout uploaded once. One entry (a decode
+  // step's sequence read alone) allocates nothing on the host.
   static absl::StatusOr<SubBatch> Of(const kernels::Context& ctx, const MixerBatch& batch,
-                                     std::vector<PieceEntry> entries);
+                                     absl::Span<const PieceEntry> entries);
 
-  std::span<const PieceEntry> entries() const { return entries_; }
+  std::span<const PieceEntry> entries() const {
+    return whole_ ? whole_entries_ : std::span<const PieceEntry>(own_entries_);
+  }
   int64_t begin() const { return begin_; }
   int64_t end() const { return end_; }
   // The rows as sequences in slots (cu_seqlens relative to begin).
   kernels::BatchLayout layout() const { return own_ ? own_->view() : batch_->layout; }
   // Tokens each entry's sequence had in its memory before the entry's first row.
-  std::span<const int64_t> first_positions() const { return first_positions_; }
+  std::span<const int64_t> first_positions() const {
+    return whole_ ? std::span<const int64_t>(batch_->positions) : std::span<const int64_t>(own_positions_);
+  }
 
  private:
   const MixerBatch* batch_ = nullptr;
-  std::vector<PieceEntry> entries_;
+  bool whole_ = false;
+  std::span<const PieceEntry> whole_entries_;          // Whole: the caller's
+  absl::InlinedVector<PieceEntry, 1> own_entries_;    // Of
   int64_t begin_ = 0, end_ = 0;
-  std::vector<int64_t> first_positions_;
+  absl::InlinedVector<int64_t, 1> own_positions_;     // Of
   std::optional<DeviceLayout> own_;  // unset for the whole batch
 };
 

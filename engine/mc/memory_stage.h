@@ -99,6 +99,9 @@ class MemoryStage {
 
   // Read-out (aggregate.cc): the rows of `rows` against their slots' checkpoints.
   absl::Status Aggregate(const McPass& pass, const SubBatch& rows) const;
+  // Appends every checkpoint of (slot, layer) to list.pages, staged to the device where needed.
+  absl::Status AppendPages(CheckpointStore& store, int slot, CheckpointList cps, std::vector<int32_t>& all,
+                           PageList& list) const;
   // The rows of `rows` reading `list`; `cached` is the closed-segment count the mean's weights need.
   absl::Status Readout(const McPass& pass, const SubBatch& rows, const PageList& list, size_t cached) const;
   // SSC when some checkpoints are on the host tier (ssc_routed.cc): route first, stage only the

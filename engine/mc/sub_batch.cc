@@ -1,4 +1,5 @@
 // SubBatch and DeviceLayout (mc_pass.h).
+#include "absl/container/inlined_vector.h"
 #include "base/status_macros.h"
 #include "engine/mc/mc_pass.h"
 
@@ -15,27 +16,28 @@ absl::StatusOr<DeviceLayout> DeviceLayout::Upload(const Context& ctx, std::span<
   return d;
 }
 
-SubBatch SubBatch::Whole(const MixerBatch& batch, std::vector<PieceEntry> entries) {
+SubBatch SubBatch::Whole(const MixerBatch& batch, std::span<const PieceEntry> entries) {
   SubBatch s;
   s.batch_ = &batch;
-  s.entries_ = std::move(entries);
+  s.whole_ = true;
+  s.whole_entries_ = entries;
   s.begin_ = 0;
   s.end_ = batch.cu.empty() ? 0 : batch.cu.back();
-  s.first_positions_ = batch.positions;
   return s;
 }
 
-absl::StatusOr<SubBatch> SubBatch::Of(const Context& ctx, const MixerBatch& batch, std::vector<PieceEntry> entries) {
+absl::StatusOr<SubBatch> SubBatch::Of(const Context& ctx, const MixerBatch& batch,
+                                      absl::Span<const PieceEntry> entries) {
   SubBatch s;
   s.batch_ = &batch;
-  s.entries_ = std::move(entries);
-  s.begin_ = s.entries_.front().begin;
-  s.end_ = s.entries_.back().end;
-  std::vector<int32_t> cu = {0}, slots;
-  for (const PieceEntry& e : s.entries_) {
+  s.own_entries_.assign(entries.begin(), entries.end());
+  s.begin_ = entries.front().begin;
+  s.end_ = entries.back().end;
+  absl::InlinedVector<int32_t, 8> cu = {0}, slots;
+  for (const PieceEntry& e : entries) {
     cu.push_back(static_cast<int32_t>(e.end - s.begin_));
     slots.push_back(batch.slots[e.seq]);
-    s.first_positions_.push_back(batch.positions[e.seq] + (e.begin - batch.cu[e.seq]));
+    s.own_positions_.push_back(batch.positions[e.seq] + (e.begin - batch.cu[e.seq]));
   }
   MCSERVE_ASSIGN_OR_RETURN(s.own_, DeviceLayout::Upload(ctx, cu, slots));
   return s;
