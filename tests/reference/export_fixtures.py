@@ -168,13 +168,13 @@ FIXTURES["lattice_sim_variants"] = (cfg("lattice", head_dim=16, lattice_variant=
                                         use_output_norm=True, initial_state="identity", state_renorm="analytic"),
                                     {})
 # ... and ENC: the `lattice` settings with lattice_variant enc, plus a bias channel (as the deep fixtures') that
-# puts its inner GD step in the range where it reduces its loss. ENC's write turns slot i's error e_i = φ_iᵀv − k_i into
-# about e_i (1 − κ), with κ = (γ/μ)‖v^⊥s_i‖². Random gates (γ, μ ≈ 0.45, ‖v‖² ≈ d = 16) give κ ≈ 20: the step
-# overshoots (the write grows |e_i|, median ×2.7) and the scan amplifies rounding, so float32 prefill vs decode
-# is 1.2e-5, up to 2.2e-4 (16 draws). μ ≈ 0.98 and γ ≈ 0.05 ≈ 1/d (the normalised-LMS step for ‖v‖² ≈ d) give
-# κ ≈ 0.9: the write shrinks |e_i| (median ×0.6), the slots still turn (median 1 − |cos(s_0, s_T)| 0.7 over the
-# prompt), and float32 prefill vs decode is 7e-7 (1.3e-6 at most over 16 draws), as for DEC.
-# See tests/reference/README.md and test_lattice_enc.py.
+# puts its inner GD step in the range where it reduces its loss. ENC's write turns slot i's error
+# e_i = φ_iᵀv − k_i into about e_i (1 − κ), with κ = (γ/μ)‖v^⊥s_i‖². Random gates (γ, μ ≈ 0.45, ‖v‖² ≈ d = 16)
+# give κ ≈ 20: the step overshoots (the write grows |e_i|, median ×2.7) and the scan amplifies rounding, so
+# float32 prefill vs decode is 1.2e-5, up to 2.2e-4 (16 draws). μ ≈ 0.98 and γ ≈ 0.05 ≈ 1/d (the normalised-LMS
+# step for ‖v‖² ≈ d) give κ ≈ 0.9: the write shrinks |e_i| (median ×0.6), the slots still turn (median
+# 1 − |cos(s_0, s_T)| 0.7 over the prompt), and float32 prefill vs decode is 7e-7 (1.3e-6 at most over 16
+# draws), as for DEC. See tests/reference/README.md and test_lattice_enc.py.
 LATTICE_ENC_BIAS_CHANNEL = {"emb": 2.0, "f_proj.weight": 1.5, "b_proj.weight": -1.2}
 FIXTURES["lattice_enc"] = (dict(FIXTURES["lattice"][0], lattice_variant="enc"),
                            {"bias_channel": LATTICE_ENC_BIAS_CHANNEL})
