@@ -312,13 +312,16 @@ def deep_mc_variants(base):
 
 
 # Lattice: Memory Caching on its slot matrix (a page is M [H, m, d], read as Mᵀq; independent segments
-# restart at S_0). A small set (each variant file is 45 KB).
-LATTICE_MC_BASES = ("lattice",)
+# restart at S_0). A small set (each variant file is 45 KB); lattice_enc (ENC) only residual and GRM.
+LATTICE_MC_BASES = ("lattice", "lattice_enc")
 ALL_MC_BASES = ALL_MC_BASES + LATTICE_MC_BASES
 
 
-def lattice_mc_variants():
-    """[(name, memory_caching object)], the golden variants of the lattice base."""
+def lattice_mc_variants(base="lattice"):
+    """[(name, memory_caching object)], the golden variants of a lattice base."""
+    if base == "lattice_enc":
+        return [("residual_independent_c4", mc_object("residual", "independent")),
+                ("grm_checkpoint_c4", mc_object("grm", "checkpoint"))]
     return [("residual_independent_c4", mc_object("residual", "independent")),
             ("grm_independent_c4", mc_object("grm", "independent")),
             ("grm_checkpoint_c4", mc_object("grm", "checkpoint")),
@@ -351,11 +354,11 @@ ALL_MC_BASES = ALL_MC_BASES + HOPE_MC_BASES
 
 def mc_variants_for(base):
     """The golden variants of any MC base: mc_variants() for the linear bases, deep_mc_variants(base) for
-    the deep ones, lattice_mc_variants() for lattice, hope_mc_variants() for hope."""
+    the deep ones, lattice_mc_variants(base) for lattice and lattice_enc, hope_mc_variants() for hope."""
     if base == "hope":
         return hope_mc_variants()
     if base in LATTICE_MC_BASES:
-        return lattice_mc_variants()
+        return lattice_mc_variants(base)
     return deep_mc_variants(base) if base in DEEP_MC_BASES else mc_variants()
 
 
