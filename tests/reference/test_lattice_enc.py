@@ -44,7 +44,8 @@ def _writes(config, tensors):
         m.step(E.encode_prompt(), state)
     finally:
         L.lattice_step = orig
-    turn = [1 - ((a * b).sum(-1) / (a.norm(dim=-1) * b.norm(dim=-1))).abs() for a, b in zip(s0, (s["M"] for s in state))]
+    last = [s["M"] for s in state]
+    turn = [1 - ((a * b).sum(-1) / (a.norm(dim=-1) * b.norm(dim=-1))).abs() for a, b in zip(s0, last)]
     return np.concatenate(kappa), np.concatenate(ratio), torch.cat([t.flatten() for t in turn]).numpy()
 
 
