@@ -30,7 +30,8 @@ std::string DataDir() { return std::string(MCSERVE_TEST_DATA_DIR) + "/mc"; }
 
 std::vector<Variant> LoadVariants() {
   std::vector<Variant> out;
-  for (const char* base : {"gated_deltanet", "linear_attn_identity", "titans_mlp", "dla", "lattice", "hope"}) {
+  for (const char* base :
+       {"gated_deltanet", "linear_attn_identity", "titans_mlp", "dla", "lattice", "lattice_enc", "hope"}) {
     std::ifstream f(DataDir() + "/" + base + "/variants.json");
     const nlohmann::json list = nlohmann::json::parse(f);
     for (const auto& v : list) {

@@ -29,8 +29,8 @@ std::vector<Case> Cases() {
   std::vector<Case> cases;
   for (const std::string& f : testing::FixtureNames()) cases.push_back({f, {}, f});
   for (const char* f :
-       {"gated_deltanet", "linear_attn_identity", "swla", "titans", "gla", "titans_mlp", "dla", "lattice", "hope",
-        "hope_anchor_momentum"}) {
+       {"gated_deltanet", "linear_attn_identity", "swla", "titans", "gla", "titans_mlp", "dla", "lattice",
+        "lattice_enc", "hope", "hope_anchor_momentum"}) {
     const bool hope = std::string(f).starts_with("hope");
     const bool deep = std::string(f) == "titans_mlp" || std::string(f) == "dla" || hope;
     for (const char* agg : {"residual", "grm", "ssc", "mean", "soup"}) {

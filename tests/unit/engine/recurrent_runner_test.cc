@@ -74,6 +74,12 @@ std::vector<Case> Cases() {
   }
   cases.push_back({"lattice", {{"aggregation", "grm"}, {"segmentation", "logarithmic"}}, Device::kCudaEmu, {},
                    "lattice_grm_logarithmic_cuda_emu"});
+  // ... and ENC, whose write coefficient reads the slots (c_i = φ_iᵀv − k_i).
+  cases.push_back({"lattice_enc", {}, Device::kCpu, {}, "lattice_enc_no_mc"});
+  cases.push_back({"lattice_enc", {{"aggregation", "residual"}, {"segment_size", "4"}, {"init_mode", "independent"}},
+                   Device::kCpu, {}, "lattice_enc_residual_independent"});
+  cases.push_back({"lattice_enc", {{"aggregation", "grm"}, {"segment_size", "4"}, {"init_mode", "checkpoint"}},
+                   Device::kCudaEmu, {}, "lattice_enc_grm_checkpoint_cuda_emu"});
   // HOPE with an adaptive CMS: Δθ, G and the saved last token resume with the prefix.
   cases.push_back({"hope_adaptive", {}, Device::kCpu, {}, "hope_adaptive"});
   cases.push_back({"hope_adaptive", {}, Device::kCudaEmu, {}, "hope_adaptive_cuda_emu"});
