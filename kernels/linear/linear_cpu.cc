@@ -1,8 +1,13 @@
-// CPU Linear. Small batches (decode, m ≤ 8) run a register-blocked GEMV that streams each weight row
-// once and widens BF16/F16 on the fly (AVX2/F16C/FMA), threaded over output rows; BF16 weights run
-// a 512-bit kernel instead where the CPU has AVX-512 (gemv_bf16_avx512.h). Larger batches
-// use OpenBLAS sgemm: directly for F32 weights, and on blocks of weight rows widened to F32 for
-// BF16/F16 weights.
+// CPU Linear, out[m, n] (+)= x[m, k] · w[n, k]ᵀ. Which path runs:
+// - m ≤ 8 (decode): a register-blocked GEMV that streams each weight row once and widens BF16/F16 on
+//   the fly (AVX2/F16C/FMA), threaded over output rows; BF16 weights run a 512-bit kernel instead
+//   where the CPU has AVX-512 (gemv_bf16_avx512.h).
+// - 8 < m ≤ 64 with F32 or BF16 weights on an AVX-512 CPU: our GEMM (gemm_avx512.h), weights read in
+//   place (BF16 widened per L1 block), threaded over blocks of output columns.
+// - Otherwise (larger m, F16 weights, no AVX-512 or MCSERVE_CPU_ISA=avx2): OpenBLAS sgemm per thread on
+//   a column block, directly on F32 weights, on blocks of weight rows widened to F32 for BF16/F16.
+// LinearGroupCpu runs all items in one ParallelFor on the GEMV and AVX-512 GEMM paths, else one
+// Linear per item.
 #include <cblas.h>
 #include <immintrin.h>
 
@@ -15,6 +20,7 @@
 #include "kernels/core/tensor_data.h"
 #include "kernels/cpu/scratch.h"
 #include "kernels/cpu/thread_pool.h"
+#include "kernels/linear/gemm_avx512.h"
 #include "kernels/linear/gemv_bf16_avx512.h"
 #include "kernels/linear/linear.h"
 #include "kernels/linear/linear_math.h"
@@ -233,14 +239,35 @@ void Gemm(const Context& ctx, int64_t m, const float* x, const typename W::T* w,
   });
 }
 
+// out[m, n] (+)= x[m, k] · w[n, k]ᵀ for kGemvMaxRows < m ≤ kGemmAvx512MaxRows on AVX-512, F32 or BF16
+// weights read in place (gemm_avx512.h): x transposed once into the op scratch, output columns split
+// over the pool in whole weight-row blocks.
+template <class W>
+void GemmAvx512(const Context& ctx, int64_t m, const float* x, const typename W::T* w, int64_t k, float* out,
+                int64_t n, bool accumulate) {
+  const std::span<float> xt = cpu::OpScratch(static_cast<size_t>(k * GemmAvx512Lanes(m)));
+  TransposeForGemmAvx512(x, m, k, xt.data());
+  const GemmAvx512Args args{.xt = xt.data(), .m = m, .k = k, .n = n, .out = out, .accumulate = accumulate};
+  cpu::ThreadPool* pool = m * n * k >= kMinParallelMacs ? ctx.pool : nullptr;
+  const int64_t rows = GemmAvx512BlockRows(m), blocks = (n + rows - 1) / rows;
+  cpu::ParallelFor(pool, blocks, [&](int64_t b0, int64_t b1) {
+    const int64_t j0 = b0 * rows, j1 = std::min(n, b1 * rows);
+    if constexpr (std::is_same_v<W, F32W>) {
+      GemmF32Avx512(args, w, j0, j1);
+    } else {
+      GemmBf16Avx512(args, w, j0, j1);
+    }
+  });
+}
+
 template <class W>
 void Run(const Context& ctx, int64_t m, const float* x, const typename W::T* w, int64_t k, float* out,
          int64_t n, bool accumulate) {
-  if (m <= kGemvMaxRows) {
-    Gemv<W>(ctx, m, x, w, k, out, n, accumulate);
-  } else {
-    Gemm<W>(ctx, m, x, w, k, out, n, accumulate);
+  if (m <= kGemvMaxRows) return Gemv<W>(ctx, m, x, w, k, out, n, accumulate);
+  if constexpr (!std::is_same_v<W, F16W>) {
+    if (m <= kGemmAvx512MaxRows && UseAvx512Bf16Gemv()) return GemmAvx512<W>(ctx, m, x, w, k, out, n, accumulate);
   }
+  Gemm<W>(ctx, m, x, w, k, out, n, accumulate);
 }
 
 // Rows [j0, j1) of one item of a GEMV group, dispatched on its weight's dtype: x as is, xs (x split
@@ -263,12 +290,57 @@ void GroupItemRange(const LinearGroupItem& item, int64_t m, const float* x, cons
   }
 }
 
+// Whether a group with m rows of x runs GroupGemmAvx512: kGemvMaxRows < m ≤ kGemmAvx512MaxRows, the
+// CPU runs AVX-512 and no item has F16 weights.
+bool GroupOnGemmAvx512(const LinearGroupArgs& args, int64_t m) {
+  if (m <= kGemvMaxRows || m > kGemmAvx512MaxRows || !UseAvx512Bf16Gemv()) return false;
+  return std::none_of(args.items.begin(), args.items.end(),
+                      [](const LinearGroupItem& item) { return item.w->dtype() == DType::kF16; });
+}
+
+// LinearGroupCpu on the AVX-512 GEMM: x [m, k] transposed once, every item's weight-row blocks one
+// after another in one ParallelFor (bit-equal to separate calls: a column's sum does not depend on
+// its block).
+void GroupGemmAvx512(const Context& ctx, const LinearGroupArgs& args) {
+  const Tensor& x = *args.x;
+  const int64_t m = x.dim(0), k = x.dim(1), rows = GemmAvx512BlockRows(m);
+  const std::span<float> xt = cpu::OpScratch(static_cast<size_t>(k * GemmAvx512Lanes(m)));
+  TransposeForGemmAvx512(Data<float>(x), m, k, xt.data());
+  int64_t blocks = 0, total = 0;
+  for (const LinearGroupItem& item : args.items) {
+    blocks += (item.w->dim(0) + rows - 1) / rows;
+    total += item.w->dim(0);
+  }
+  cpu::ThreadPool* pool = m * total * k >= kMinParallelMacs ? ctx.pool : nullptr;
+  cpu::ParallelFor(pool, blocks, [&](int64_t b0, int64_t b1) {
+    int64_t first = 0;  // the item's first block
+    for (const LinearGroupItem& item : args.items) {
+      const int64_t n = item.w->dim(0), count = (n + rows - 1) / rows;
+      const int64_t lo = std::max(b0, first), hi = std::min(b1, first + count);
+      if (lo < hi) {
+        const GemmAvx512Args a{.xt = xt.data(), .m = m, .k = k, .n = n, .out = Data<float>(*item.out)};
+        const int64_t j0 = (lo - first) * rows, j1 = std::min(n, (hi - first) * rows);
+        if (item.w->dtype() == DType::kF32) {
+          GemmF32Avx512(a, Data<float>(*item.w), j0, j1);
+        } else {
+          GemmBf16Avx512(a, Data<uint16_t>(*item.w), j0, j1);
+        }
+      }
+      first += count;
+    }
+  });
+}
+
 }  // namespace
 
 absl::Status LinearGroupCpu(const Context& ctx, const LinearGroupArgs& args) {
   const Tensor& x = *args.x;
   const int64_t m = x.dim(0), k = x.dim(1);
-  if (m > kGemvMaxRows || m == 0 || k == 0) {  // GEMM sizes: one sgemm pass per item
+  if (k > 0 && GroupOnGemmAvx512(args, m)) {
+    GroupGemmAvx512(ctx, args);
+    return absl::OkStatus();
+  }
+  if (m > kGemvMaxRows || m == 0 || k == 0) {  // other GEMM sizes: one sgemm pass per item
     for (const LinearGroupItem& item : args.items) {
       MCSERVE_RETURN_IF_ERROR(LinearCpu(ctx, {.x = args.x, .w = item.w, .out = item.out}));
     }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/cpu/thread_pool.h"
+#include "kernels/linear/gemv_bf16_avx512.h"
 #include "kernels/linear/linear.h"
 #include "random_inputs.h"
 #include "tests/unit/kernels/emu_test_device.h"
@@ -84,6 +85,21 @@ TEST(LinearGroupTest, BitEqualToSeparateCallsThreaded) {
   ExpectGroupEqualsSeparate(4, 131, {301, 5, 77}, &pool3);
   ExpectGroupEqualsSeparate(1, 256, {1024, 1024}, &pool2, DType::kBF16);
   ExpectGroupEqualsSeparate(17, 131, {301, 5, 77}, &pool2);
+}
+
+// At 8 < m ≤ 64 on AVX-512, groups without F16 weights run in one ParallelFor on the AVX-512 GEMM;
+// with AVX2 forced, one sgemm pass per item. Bit-equal to separate calls either way.
+TEST(LinearGroupTest, GemmGroupsWithoutF16BitEqualToSeparateCalls) {
+  cpu::ThreadPool pool2(2);
+  for (bool force_avx2 : {false, true}) {
+    internal::ForceAvx2ForTesting(force_avx2);
+    SCOPED_TRACE(force_avx2 ? "AVX2 forced" : "run-time choice");
+    for (DType dtype : {DType::kF32, DType::kBF16}) {
+      for (int64_t m : {9, 17, 33, 64}) ExpectGroupEqualsSeparate(m, 37, {7, 1, 19, 4, 33}, nullptr, dtype);
+      ExpectGroupEqualsSeparate(33, 131, {301, 5, 77}, &pool2, dtype);
+    }
+  }
+  internal::ForceAvx2ForTesting(false);
 }
 
 TEST(LinearGroupTest, EmulatedCudaMatchesCpu) {

@@ -1,10 +1,12 @@
 // Linear against a double-precision loop: F32/BF16/F16 weights, odd sizes, GEMV (m ≤ 8) and GEMM
-// paths, threaded and not, accumulate, and argument validation.
+// paths (AVX-512 and AVX2/OpenBLAS), threaded and not, accumulate, and argument validation.
 #include "kernels/linear/linear.h"
 
 #include <cmath>
 #include <memory>
 #include <random>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -139,6 +141,41 @@ TEST(LinearBf16PathsTest, Avx2AndAvx512KernelsBothMatchTheDoubleLoop) {
   }
   internal::ForceAvx2ForTesting(false);
 }
+
+// The GEMM (8 < m) has an AVX-512 kernel for F32 and BF16 weights up to m = 64 (gemm_avx512.h) and
+// OpenBLAS elsewhere (the forced-AVX2 path). Both meet the double loop with tails everywhere: m past
+// a multiple of 16 (one zmm of batch rows), n past the weight-row blocks (12, 8 or 6 rows, then 4
+// and 1), k past 16 and 32, and BF16 widening blocks (k = 269 widens 12 rows at a time).
+class LinearGemmPathsTest : public testing::TestWithParam<std::tuple<DType, bool>> {  // dtype, AVX-512
+ protected:
+  void TearDown() override { internal::ForceAvx2ForTesting(false); }
+};
+
+TEST_P(LinearGemmPathsTest, MatchesTheDoubleLoop) {
+  const auto [dtype, avx512] = GetParam();
+  internal::ForceAvx2ForTesting(!avx512);
+  if (avx512 && !internal::UseAvx512Bf16Gemv()) {
+    GTEST_SKIP() << "this CPU has no AVX-512F/BW (or MCSERVE_CPU_ISA=avx2): the AVX-512 GEMM cannot run";
+  }
+  for (int64_t m : {9, 16, 17, 32, 33, 64}) {
+    for (int64_t k : {1, 15, 33, 269}) {
+      for (int64_t n : {3, 29}) {
+        for (bool accumulate : {false, true}) RunCase(dtype, m, n, k, accumulate, nullptr);
+      }
+    }
+  }
+  cpu::ThreadPool pool2(2), pool3(3);  // above the threading threshold: blocks split over threads
+  RunCase(dtype, 33, 301, 77, false, &pool2);
+  RunCase(dtype, 17, 301, 269, true, &pool3);
+  RunCase(dtype, 64, 157, 131, true, &pool3);
+}
+
+INSTANTIATE_TEST_SUITE_P(F32AndBf16, LinearGemmPathsTest,
+                         testing::Combine(testing::Values(DType::kF32, DType::kBF16), testing::Bool()),
+                         [](const testing::TestParamInfo<std::tuple<DType, bool>>& info) {
+                           return std::string(DTypeName(std::get<0>(info.param))) +
+                                  (std::get<1>(info.param) ? "_Avx512" : "_Avx2Forced");
+                         });
 
 TEST(LinearTest, RejectsBadArguments) {
   auto x = *Tensor::Zeros(DType::kF32, {2, 4}, Device::kCpu);
