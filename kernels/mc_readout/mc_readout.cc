@@ -32,6 +32,29 @@ const char* CombineName(McCombine c) {
   return nullptr;
 }
 
+constexpr int64_t kPagesAhead = 4;  // pages prefetched ahead of their checks
+
+// pages[i]: present, `memory_spec` on the device (with its pooled key `key_spec` for the softmax
+// combines), and not overlapping out.
+absl::Status CheckPage(const McReadoutArgs& a, int64_t i, const Tensor& out, const TensorSpec& memory_spec,
+                       const TensorSpec& key_spec, Device dev) {
+  const McPage& page = a.pages[i];
+  const bool softmax = a.combine != McCombine::kSum;
+  if (page.memory == nullptr) return Bad(absl::StrCat(ListItem{"pages", i, ".memory"}.Name(), " is required"));
+  MCSERVE_RETURN_IF_ERROR(CheckListTensor("McReadout", {"pages", i, ".memory"}, *page.memory, dev, memory_spec));
+  if (softmax) {
+    if (page.pooled_key == nullptr) {
+      return Bad(absl::StrCat(ListItem{"pages", i, ".pooled_key"}.Name(), " is required by combine ",
+                              CombineName(a.combine)));
+    }
+    MCSERVE_RETURN_IF_ERROR(CheckListTensor("McReadout", {"pages", i, ".pooled_key"}, *page.pooled_key, dev, key_spec));
+  }
+  if (Overlaps(out, *page.memory) || (softmax && Overlaps(out, *page.pooled_key))) {
+    return Bad(absl::StrCat("out overlaps pages[", i, "]"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Validate(const Context& ctx, const McReadoutArgs& a) {
   const char* combine = CombineName(a.combine);
   if (combine == nullptr) return Bad("unknown combine kind");
@@ -72,17 +95,14 @@ absl::Status Validate(const Context& ctx, const McReadoutArgs& a) {
   const int64_t num_pages = static_cast<int64_t>(a.pages.size());
   const Shape memory_shape = {hs, k, v}, key_shape = {hs, k};
   for (int64_t i = 0; i < num_pages; ++i) {
-    const McPage& page = a.pages[i];
-    if (page.memory == nullptr) return Bad(absl::StrCat(ListItem{"pages", i, ".memory"}.Name(), " is required"));
-    MCSERVE_RETURN_IF_ERROR(CheckListTensor("McReadout", {"pages", i, ".memory"}, *page.memory, dev,
-                                            {DType::kF32, memory_shape, "[Hs, K, V]"}));
-    if (softmax) {
-      if (page.pooled_key == nullptr) {
-        return Bad(absl::StrCat(ListItem{"pages", i, ".pooled_key"}.Name(), " is required by combine ", combine));
-      }
-      MCSERVE_RETURN_IF_ERROR(CheckListTensor("McReadout", {"pages", i, ".pooled_key"}, *page.pooled_key, dev,
-                                              {DType::kF32, key_shape, "[Hs, K]"}));
+    // Each page's tensors are touched once, here, with the next pages' fetched ahead: at 64K tokens a
+    // read-out lists ~256 pages scattered over the checkpoint store.
+    if (i + kPagesAhead < num_pages) {
+      __builtin_prefetch(a.pages[i + kPagesAhead].memory);
+      __builtin_prefetch(a.pages[i + kPagesAhead].pooled_key);
     }
+    MCSERVE_RETURN_IF_ERROR(CheckPage(a, i, out, {DType::kF32, memory_shape, "[Hs, K, V]"},
+                                      {DType::kF32, key_shape, "[Hs, K]"}, dev));
   }
   const Tensor &offsets = *a.token_page_offsets, &token_pages = *a.token_pages;
   MCSERVE_RETURN_IF_ERROR(Check("token_page_offsets", offsets, DType::kI32, {t + 1}, dev, "[T + 1]"));
@@ -97,11 +117,6 @@ absl::Status Validate(const Context& ctx, const McReadoutArgs& a) {
   for (const NamedTensor& input : {NamedTensor{"q", &q}, NamedTensor{"u", softmax ? a.u : nullptr},
                                    NamedTensor{"online_pool", softmax ? a.online_pool : nullptr}}) {
     if (input.tensor != nullptr && Overlaps(out, *input.tensor)) return Bad(absl::StrCat("out overlaps ", input.name));
-  }
-  for (int64_t i = 0; i < num_pages; ++i) {
-    if (Overlaps(out, *a.pages[i].memory) || (softmax && Overlaps(out, *a.pages[i].pooled_key))) {
-      return Bad(absl::StrCat("out overlaps pages[", i, "]"));
-    }
   }
   return absl::OkStatus();
 }
