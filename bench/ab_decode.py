@@ -26,6 +26,24 @@ def rate(binary, model_dir, batch, steps, threads):
     return json.loads(out.strip().splitlines()[-1])["tokens_per_s"]
 
 
+def export_f32_and_bf16(tmp):
+    """Exports the bench model in F32 and BF16 under tmp; returns the two directories."""
+    from export_fixtures import export_bench_model
+    models = [os.path.join(tmp, "f32"), os.path.join(tmp, "bf16")]
+    export_bench_model(models[0], "f32")
+    export_bench_model(models[1], "bf16")
+    return models
+
+
+def interleaved_medians(measure, a, b, rounds):
+    """Medians of measure(a) and measure(b) over `rounds` alternating runs (A B A B ...)."""
+    ra, rb = [], []
+    for _ in range(rounds):
+        ra.append(measure(a))
+        rb.append(measure(b))
+    return statistics.median(ra), statistics.median(rb)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--a", required=True, help="baseline decode_bench binary")
@@ -37,21 +55,13 @@ def main():
     ap.add_argument("--rounds", type=int, default=7)
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        models = a.model
-        if not models:
-            from export_fixtures import export_bench_model
-            models = [os.path.join(tmp, "f32"), os.path.join(tmp, "bf16")]
-            export_bench_model(models[0], "f32")
-            export_bench_model(models[1], "bf16")
+        models = a.model or export_f32_and_bf16(tmp)
         print("| model | batch | A tok/s | B tok/s | B/A |")
         print("|---|---|---|---|---|")
         for model in models:
             for batch in a.batches:
-                ra, rb = [], []
-                for _ in range(a.rounds):
-                    ra.append(rate(a.a, model, batch, a.steps, a.threads))
-                    rb.append(rate(a.b, model, batch, a.steps, a.threads))
-                ma, mb = statistics.median(ra), statistics.median(rb)
+                ma, mb = interleaved_medians(lambda binary: rate(binary, model, batch, a.steps, a.threads),
+                                             a.a, a.b, a.rounds)
                 print("| %s | %d | %.0f | %.0f | %.2f |" % (os.path.basename(model), batch, ma, mb, mb / ma), flush=True)
     print("\nmedians of %d interleaved rounds, %d threads, %d steps" % (a.rounds, a.threads, a.steps))
 

@@ -11,13 +11,13 @@ medians. Exports the ~10M-parameter gated DeltaNet (F32 and BF16) like ab_decode
 """
 import argparse
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "reference"))
+from ab_decode import export_f32_and_bf16, interleaved_medians  # noqa: E402
 STEPS = (16, 144)
 
 
@@ -40,19 +40,11 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        from export_fixtures import export_bench_model
-        models = [os.path.join(tmp, "f32"), os.path.join(tmp, "bf16")]
-        export_bench_model(models[0], "f32")
-        export_bench_model(models[1], "bf16")
         print("| model | batch | A CPU µs/token | B CPU µs/token | A/B |")
         print("|---|---|---|---|---|")
-        for model in models:
+        for model in export_f32_and_bf16(tmp):
             for batch in a.batches:
-                ra, rb = [], []
-                for _ in range(a.rounds):
-                    ra.append(us_per_token(a.a, model, batch))
-                    rb.append(us_per_token(a.b, model, batch))
-                ma, mb = statistics.median(ra), statistics.median(rb)
+                ma, mb = interleaved_medians(lambda binary: us_per_token(binary, model, batch), a.a, a.b, a.rounds)
                 print("| %s | %d | %.0f | %.0f | %.2f |" % (os.path.basename(model), batch, ma, mb, ma / mb), flush=True)
     print("\nmedians of %d interleaved rounds, 1 thread, steps %d and %d" % (a.rounds, *STEPS))
 

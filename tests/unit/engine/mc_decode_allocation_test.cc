@@ -13,12 +13,14 @@
 #include "engine/runner/model.h"
 #include "gtest/gtest.h"
 #include "tests/unit/engine/allocation_counter.h"
+#include "tests/unit/engine/decode_driver.h"
 #include "tests/unit/engine/fixture_util.h"
 
 namespace mcserve::engine {
 namespace {
 
 using mcserve::testing::CountAllocations;
+using mcserve::testing::DecodeDriver;
 using mcserve::testing::FixtureDir;
 
 constexpr int kPrompt = 12;       // prompt tokens per slot
@@ -40,41 +42,23 @@ std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
 
 class McDecodeAllocationTest : public ::testing::TestWithParam<Case> {};
 
-// Token ids for slot b at step s: any in-vocabulary pattern (the step's logits are not read).
-int32_t TokenAt(int b, int s, int64_t vocab) { return static_cast<int32_t>((5 * b + 11 * s + 1) % vocab); }
-
 TEST_P(McDecodeAllocationTest, StepsBetweenSegmentBoundariesAllocateNothing) {
   const Case& c = GetParam();
   std::map<std::string, std::string> mc = c.mc;
   mc["segment_size"] = std::to_string(kSegment);
   auto model = Model::Load(FixtureDir(c.fixture), {.num_threads = 1, .mc_overrides = mc});
   ASSERT_TRUE(model.ok()) << model.status();
-  const int64_t vocab = (*model)->config().vocab_size;
   auto pool = (*model)->NewStatePool(c.batch);
   ASSERT_TRUE(pool.ok()) << pool.status();
-  std::vector<std::vector<int32_t>> tokens(c.batch);
-  std::vector<SequenceChunk> chunks(c.batch);
-  for (int b = 0; b < c.batch; ++b) {
-    for (int s = 0; s < kPrompt; ++s) tokens[b].push_back(TokenAt(b, s, vocab));
-    chunks[b] = {.slot = b, .tokens = tokens[b]};
-  }
-  auto step = [&](int s) {
-    auto logits = (*model)->Forward(chunks, *pool);
-    ASSERT_TRUE(logits.ok()) << logits.status();
-    for (int b = 0; b < c.batch; ++b) {
-      tokens[b].assign(1, TokenAt(b, s, vocab));  // capacity kept: no allocation
-      chunks[b].tokens = tokens[b];
-      chunks[b].learn = false;
-    }
-  };
-  step(0);                                   // prefill: tokens 1..kPrompt
-  for (int s = 1; s <= 2 * kSegment; ++s) step(s);  // warm-up past two segments: pages exist
+  DecodeDriver driver(**model, *pool, c.batch, kPrompt);
+  driver.Step(0);                                          // prefill: tokens 1..kPrompt
+  for (int s = 1; s <= 2 * kSegment; ++s) driver.Step(s);  // warm-up past two segments: pages exist
   int steady = 0, closing = 0;
   for (int s = 2 * kSegment + 1; s <= 2 * kSegment + kCountedSteps; ++s) {
     const int64_t token = kPrompt + s;  // the token number this step processes (1-based)
     const bool boundary = token % kSegment == 0 || (token - 1) % kSegment == 0;
     CountAllocations count;
-    step(s);
+    driver.Step(s);
     const int64_t n = count.Stop();
     if (boundary) {
       ++closing;
