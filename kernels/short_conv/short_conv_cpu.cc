@@ -6,6 +6,7 @@
 #include "kernels/core/tensor_data.h"
 #include "kernels/cpu/scratch.h"
 #include "kernels/cpu/thread_pool.h"
+#include "kernels/cpu/vec_math.h"
 #include "kernels/short_conv/short_conv.h"
 #include "kernels/short_conv/short_conv_math.h"
 
@@ -13,6 +14,21 @@ namespace mcserve::kernels::internal {
 namespace {
 
 constexpr int64_t kChannelBlock = 64;
+
+// o [n] = ShortConvFinish(acc, bias, silu) per channel; acc, bias: [n]. SiLU runs 8 channels at a time.
+void Finish(const float* acc, const float* bias, int64_t n, bool silu, float* o) {
+  if (!silu) {
+    for (int64_t c = 0; c < n; ++c) o[c] = ShortConvFinish(acc[c], bias[c], false);
+    return;
+  }
+  cpu::vec::ForEach8(
+      0, n,
+      [&](int64_t c) {
+        const __m256 y = _mm256_add_ps(_mm256_loadu_ps(acc + c), _mm256_loadu_ps(bias + c));
+        _mm256_storeu_ps(o + c, cpu::vec::SiluDiv(y));
+      },
+      [&](int64_t c) { o[c] = ShortConvFinish(acc[c], bias[c], true); });
+}
 
 // The weight [D, 1, W] widened and transposed to taps [W, D] (tap j of every channel contiguous) and
 // the bias [D] (0 without one), in the calling thread's op scratch: once per call, not per task.
@@ -52,8 +68,7 @@ struct BlockTask {
         const float* wj = w.taps.data() + j * d + c0;
         for (int64_t c = 0; c < nc; ++c) acc[c] += wj[c] * src[c];
       }
-      float* o = os + t * d + c0;
-      for (int64_t c = 0; c < nc; ++c) o[c] = ShortConvFinish(acc[c], w.bias[c0 + c], args.silu);
+      Finish(acc, w.bias.data() + c0, nc, args.silu, os + t * d + c0);
     }
     // New history: the last W−1 inputs of (old history ++ this chunk), oldest first.
     if (hist == 0 || len == 0) return;
