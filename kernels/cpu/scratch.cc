@@ -8,11 +8,23 @@ namespace {
 
 constexpr size_t kInitialFloats = size_t{1} << 14;  // 64 KiB: most decode-step requests fit at once
 
-// `n` zeroed floats of `buffer`, grown at least twofold when it is too small.
-std::span<float> Zeroed(std::vector<float>& buffer, size_t n) {
+// `n` floats of `buffer` (contents unspecified), grown at least twofold when it is too small.
+std::span<float> Grown(std::vector<float>& buffer, size_t n) {
   if (buffer.empty() || buffer.size() < n) buffer.resize(std::max({n, 2 * buffer.size(), kInitialFloats}));
-  std::fill_n(buffer.begin(), n, 0.0f);
   return {buffer.data(), n};
+}
+
+// `n` zeroed floats of `buffer`.
+std::span<float> Zeroed(std::vector<float>& buffer, size_t n) {
+  const std::span<float> s = Grown(buffer, n);
+  std::fill(s.begin(), s.end(), 0.0f);
+  return s;
+}
+
+// The calling thread's op scratch buffer.
+std::vector<float>& OpBuffer() {
+  thread_local std::vector<float> buffer;
+  return buffer;
 }
 
 }  // namespace
@@ -22,9 +34,8 @@ std::span<float> ThreadScratch(size_t n) {
   return Zeroed(buffer, n);
 }
 
-std::span<float> OpScratch(size_t n) {
-  thread_local std::vector<float> buffer;
-  return Zeroed(buffer, n);
-}
+std::span<float> OpScratch(size_t n) { return Zeroed(OpBuffer(), n); }
+
+std::span<float> OpScratchForOverwrite(size_t n) { return Grown(OpBuffer(), n); }
 
 }  // namespace mcserve::kernels::cpu

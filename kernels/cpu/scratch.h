@@ -16,6 +16,9 @@ std::span<float> ThreadScratch(size_t n);
 // `n` zeroed floats for an op's inputs prepared on the calling thread before its loop (widened or
 // transposed weights), valid until the thread's next OpScratch call. Any thread.
 std::span<float> OpScratch(size_t n);
+// OpScratch without the zeroing, for a caller that writes every element before reading any (the
+// GEMM's transposed x: zeroing it cost as much as the transpose). Any thread.
+std::span<float> OpScratchForOverwrite(size_t n);
 
 // Hands out consecutive pieces of one scratch span.
 class ScratchCarver {

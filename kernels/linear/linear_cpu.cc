@@ -245,7 +245,8 @@ void Gemm(const Context& ctx, int64_t m, const float* x, const typename W::T* w,
 template <class W>
 void GemmAvx512(const Context& ctx, int64_t m, const float* x, const typename W::T* w, int64_t k, float* out,
                 int64_t n, bool accumulate) {
-  const std::span<float> xt = cpu::OpScratch(static_cast<size_t>(k * GemmAvx512Lanes(m)));
+  // Every lane is written by the transpose: no zeroing first.
+  const std::span<float> xt = cpu::OpScratchForOverwrite(static_cast<size_t>(k * GemmAvx512Lanes(m)));
   TransposeForGemmAvx512(x, m, k, xt.data());
   const GemmAvx512Args args{.xt = xt.data(), .m = m, .k = k, .n = n, .out = out, .accumulate = accumulate};
   cpu::ThreadPool* pool = m * n * k >= kMinParallelMacs ? ctx.pool : nullptr;
@@ -304,7 +305,8 @@ bool GroupOnGemmAvx512(const LinearGroupArgs& args, int64_t m) {
 void GroupGemmAvx512(const Context& ctx, const LinearGroupArgs& args) {
   const Tensor& x = *args.x;
   const int64_t m = x.dim(0), k = x.dim(1), rows = GemmAvx512BlockRows(m);
-  const std::span<float> xt = cpu::OpScratch(static_cast<size_t>(k * GemmAvx512Lanes(m)));
+  // Every lane is written by the transpose: no zeroing first.
+  const std::span<float> xt = cpu::OpScratchForOverwrite(static_cast<size_t>(k * GemmAvx512Lanes(m)));
   TransposeForGemmAvx512(Data<float>(x), m, k, xt.data());
   int64_t blocks = 0, total = 0;
   for (const LinearGroupItem& item : args.items) {
