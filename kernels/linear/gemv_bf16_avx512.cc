@@ -55,7 +55,13 @@ MCSERVE_AVX512 void Block(const float* xs, int64_t ldx, const uint16_t* w, int64
   for (int i = 0; i < M; ++i)
     for (int r = 0; r < R; ++r) acc[i][r] = _mm512_setzero_ps();
   const int64_t full = k & ~int64_t{31};
-  for (int64_t c = 0; c < full; c += 32) Step<M, R, false>(xs, ldx, w, k, c, 0, acc);
+  // Rows are short and read once: fetch those two blocks ahead (contiguous after these), a line per
+  // row per step, since the hardware prefetcher has no time to ramp up on them.
+  const uint16_t* next = w + 2 * R * k;
+  for (int64_t c = 0; c < full; c += 32) {
+    for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(next + r * k + c), _MM_HINT_T0);
+    Step<M, R, false>(xs, ldx, w, k, c, 0, acc);
+  }
   if (full < k) {
     const __mmask32 mask = static_cast<__mmask32>((uint64_t{1} << (k - full)) - 1);
     Step<M, R, true>(xs, ldx, w, k, full, mask, acc);
