@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "kernels/cpu/in_register.h"
+
 
 namespace mcserve::kernels::internal {
 namespace {
@@ -26,59 +28,85 @@ bool CpuHasAvx512() {
 
 // One 32-element step at column c: each weight row's 32 BF16 values widen exactly to F32 as its even
 // elements (shift) and odd ones (mask), multiplied with x's even/odd halves of that chunk (xs) by
-// F32 FMAs. With kTail, only the first `mask` lanes are read.
+// F32 FMAs into separate even and odd accumulators (two dependency chains per output, so the FMAs
+// of a few rows already keep both FMA pipes busy). With kTail, only the first `mask` lanes are read.
 template <int M, int R, bool kTail>
 MCSERVE_AVX512 inline void Step(const float* xs, int64_t ldx, const uint16_t* w, int64_t k, int64_t c,
-                                     __mmask32 mask, __m512 (&acc)[M][R]) {
+                                __mmask32 mask, __m512 (&even)[M][R], __m512 (&odd)[M][R]) {
   const __m512i odd_mask = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
   __m512 we[R], wo[R];
   for (int r = 0; r < R; ++r) {
-    const __m512i raw = kTail ? _mm512_maskz_loadu_epi16(mask, w + r * k + c) : _mm512_loadu_si512(w + r * k + c);
+    __m512i raw = kTail ? _mm512_maskz_loadu_epi16(mask, w + r * k + c) : _mm512_loadu_si512(w + r * k + c);
+    cpu::InRegister(raw);
     we[r] = _mm512_castsi512_ps(_mm512_slli_epi32(raw, 16));
     wo[r] = _mm512_castsi512_ps(_mm512_and_si512(raw, odd_mask));
   }
   for (int i = 0; i < M; ++i) {
-    const __m512 xe = _mm512_loadu_ps(xs + i * ldx + c), xo = _mm512_loadu_ps(xs + i * ldx + c + 16);
+    __m512 xe = _mm512_loadu_ps(xs + i * ldx + c), xo = _mm512_loadu_ps(xs + i * ldx + c + 16);
+    cpu::InRegister(xe);
+    cpu::InRegister(xo);
     for (int r = 0; r < R; ++r) {
-      acc[i][r] = _mm512_fmadd_ps(xe, we[r], acc[i][r]);
-      acc[i][r] = _mm512_fmadd_ps(xo, wo[r], acc[i][r]);
+      even[i][r] = _mm512_fmadd_ps(xe, we[r], even[i][r]);
+      odd[i][r] = _mm512_fmadd_ps(xo, wo[r], odd[i][r]);
     }
   }
+}
+
+// The 16-lane sums of a[0..3] as the 4 lanes of one vector: halves added, then two rounds of
+// pairwise adds (the transposed reduction, cheaper than four separate horizontal sums).
+MCSERVE_AVX512 inline __m128 Sum4(const __m512 (&a)[4]) {
+  __m256 h[4];
+  for (int r = 0; r < 4; ++r) {
+    const __m256 high = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a[r]), 1));
+    h[r] = _mm256_add_ps(_mm512_castps512_ps256(a[r]), high);
+  }
+  const __m256 s = _mm256_hadd_ps(_mm256_hadd_ps(h[0], h[1]), _mm256_hadd_ps(h[2], h[3]));
+  return _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
 }
 
 // out[i, r] (+)= x[i, :] · w[r, :] for i < M, r < R; xs rows (x split per 32-chunk, zero-padded)
 // at stride ldx, w rows at stride k: full steps, then one masked step for the tail.
 template <int M, int R>
 MCSERVE_AVX512 void Block(const float* xs, int64_t ldx, const uint16_t* w, int64_t k, float* out,
-                               int64_t ldo, bool accumulate) {
-  __m512 acc[M][R];
+                          int64_t ldo, bool accumulate) {
+  // One batch row: separate even/odd sums, so 2R FMA chains are in flight. Fixed by M alone, like the
+  // reduction below, so a row's bits do not depend on the block it falls in (the threads' ranges).
+  constexpr bool kSplit = M == 1;
+  __m512 even[M][R], odd[M][R];
   for (int i = 0; i < M; ++i)
-    for (int r = 0; r < R; ++r) acc[i][r] = _mm512_setzero_ps();
+    for (int r = 0; r < R; ++r) even[i][r] = odd[i][r] = _mm512_setzero_ps();
   const int64_t full = k & ~int64_t{31};
-  // Rows are short and read once: fetch those two blocks ahead (contiguous after these), a line per
+  // Rows are short and read once: fetch those four blocks ahead (contiguous after these), a line per
   // row per step, since the hardware prefetcher has no time to ramp up on them.
-  const uint16_t* next = w + 2 * R * k;
+  const uint16_t* next = w + 4 * R * k;
   for (int64_t c = 0; c < full; c += 32) {
     for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(next + r * k + c), _MM_HINT_T0);
-    Step<M, R, false>(xs, ldx, w, k, c, 0, acc);
+    Step<M, R, false>(xs, ldx, w, k, c, 0, even, kSplit ? odd : even);
   }
   if (full < k) {
     const __mmask32 mask = static_cast<__mmask32>((uint64_t{1} << (k - full)) - 1);
-    Step<M, R, true>(xs, ldx, w, k, full, mask, acc);
+    Step<M, R, true>(xs, ldx, w, k, full, mask, even, kSplit ? odd : even);
   }
   for (int i = 0; i < M; ++i) {
-    for (int r = 0; r < R; ++r) {
-      const float s = _mm512_reduce_add_ps(acc[i][r]);
-      float& o = out[i * ldo + r];
-      o = accumulate ? o + s : s;
+    __m512 sum[R];
+    for (int r = 0; r < R; ++r) sum[r] = kSplit ? _mm512_add_ps(even[i][r], odd[i][r]) : even[i][r];
+    float* o = out + i * ldo;
+    for (int g = 0; g < R; g += 4) {
+      // Groups of 4 rows (the last padded with zeros: a lane's sum depends on its own row alone).
+      __m512 four[4];
+      for (int r = 0; r < 4; ++r) four[r] = g + r < R ? sum[g + r] : _mm512_setzero_ps();
+      alignas(16) float s[4];
+      _mm_store_ps(s, Sum4(four));
+      for (int r = 0; r < 4 && g + r < R; ++r) o[g + r] = accumulate ? o[g + r] + s[r] : s[r];
     }
   }
 }
 
-// Output-row blocking per batch size: M·R accumulators + R weight vectors within the 32 zmm.
+// Output-row blocking per batch size: the accumulators (2R at M = 1, M·R above) + the widened weight
+// halves within the 32 zmm.
 template <int M>
 constexpr int RowsPerBlock() {
-  return M <= 3 ? 4 : M <= 6 ? 3 : 2;
+  return M == 1 ? 8 : M <= 3 ? 4 : M <= 6 ? 3 : 2;
 }
 
 template <int M>

@@ -84,6 +84,8 @@ TEST(LinearGroupTest, BitEqualToSeparateCallsThreaded) {
   ExpectGroupEqualsSeparate(1, 269, {256, 256, 512, 3, 3, 256}, &pool2);
   ExpectGroupEqualsSeparate(4, 131, {301, 5, 77}, &pool3);
   ExpectGroupEqualsSeparate(1, 256, {1024, 1024}, &pool2, DType::kBF16);
+  // BF16 at m = 1 (8-row blocks, a masked tail step), ranges starting inside a block.
+  ExpectGroupEqualsSeparate(1, 269, {256, 256, 512, 3, 3, 256}, &pool2, DType::kBF16);
   ExpectGroupEqualsSeparate(17, 131, {301, 5, 77}, &pool2);
 }
 
