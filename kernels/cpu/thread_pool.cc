@@ -14,6 +14,9 @@
 #define MCSERVE_CPU_RELAX() std::this_thread::yield()
 #endif
 
+// OpenBLAS (pthreads build): joins its worker threads; exported, not declared in cblas.h.
+extern "C" int blas_thread_shutdown_(void);
+
 namespace mcserve::kernels::cpu {
 namespace {
 
@@ -33,8 +36,11 @@ std::pair<int64_t, int64_t> Block(int64_t n, int parts, int index) {
 
 ThreadPool::ThreadPool(int num_threads) {
   // Our pool owns the cores: OpenBLAS runs single-threaded inside our loops. Its own threads, left
-  // at the default, spin between calls (and from start-up) and slow every other op down.
+  // at the default, spin between calls (and from start-up) and slow every other op down; the one it
+  // started when it was loaded keeps waking to yield even at one thread, so it is stopped too (the
+  // fork handler OpenBLAS installs calls the same; a later call that wants threads restarts them).
   openblas_set_num_threads(1);
+  blas_thread_shutdown_();
   if (num_threads <= 0) num_threads = std::max(1u, std::thread::hardware_concurrency());
   // Workers are running, their per-thread scratch made, when the constructor returns: nothing a
   // thread does on its first start lands inside a later loop.
