@@ -4,8 +4,14 @@
 
 #include <cblas.h>
 
+#include <pthread.h>
+#include <sched.h>
+
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <latch>
+#include <vector>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -32,6 +38,31 @@ std::pair<int64_t, int64_t> Block(int64_t n, int parts, int index) {
   return {begin, begin + base + (index < extra ? 1 : 0)};
 }
 
+// The CPUs to pin the num_threads − 1 workers to: the 2nd, 3rd, ... of the CPUs this process may
+// run on, leaving the first to the (unpinned) caller, so two of the pool's threads never share a core
+// while another idles. Empty (no pinning) when there are fewer allowed CPUs than threads, or when
+// MCSERVE_PIN_THREADS=0.
+std::vector<int> WorkerCpus(int num_threads) {
+  const char* env = std::getenv("MCSERVE_PIN_THREADS");
+  if (env != nullptr && std::strcmp(env, "0") == 0) return {};
+  cpu_set_t allowed;
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return {};
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+  }
+  if (static_cast<int>(cpus.size()) < num_threads) return {};
+  return std::vector<int>(cpus.begin() + 1, cpus.begin() + num_threads);
+}
+
+// Pins the calling thread to one CPU (best effort: a failure leaves it unpinned).
+void PinToCpu(int cpu) {
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  pthread_setaffinity_np(pthread_self(), sizeof(one), &one);
+}
+
 }  // namespace
 
 ThreadPool::ThreadPool(int num_threads) {
@@ -45,8 +76,11 @@ ThreadPool::ThreadPool(int num_threads) {
   // Workers are running, their per-thread scratch made, when the constructor returns: nothing a
   // thread does on its first start lands inside a later loop.
   std::latch started(num_threads - 1);
+  const std::vector<int> cpus = WorkerCpus(num_threads);
   for (int i = 0; i + 1 < num_threads; ++i) {
-    workers_.emplace_back([this, &started] {
+    const int cpu = cpus.empty() ? -1 : cpus[i];
+    workers_.emplace_back([this, &started, cpu] {
+      if (cpu >= 0) PinToCpu(cpu);
       ThreadScratch(0), OpScratch(0);
       started.count_down();
       WorkerLoop();

@@ -2,7 +2,10 @@
 // sizes and thread counts, and the pool is reusable many times.
 #include "kernels/cpu/thread_pool.h"
 
+#include <sched.h>
+
 #include <atomic>
+#include <cstdlib>
 #include <chrono>
 #include <memory>
 #include <mutex>
@@ -101,6 +104,59 @@ TEST(ThreadPoolTest, ManyPoolsCreatedAndDestroyed) {
     auto pool = std::make_unique<ThreadPool>(1 + i % 4);
     ExpectCoversOnce(pool.get(), 9);
   }
+}
+
+// The CPUs the calling thread may run on.
+std::vector<int> AllowedCpus() {
+  cpu_set_t set;
+  EXPECT_EQ(sched_getaffinity(0, sizeof(set), &set), 0);
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  }
+  return cpus;
+}
+
+// The allowed CPUs of every pool thread other than the caller that ran a chunk of a slow loop.
+std::set<std::vector<int>> WorkerAffinities(ThreadPool& pool) {
+  const std::thread::id caller = std::this_thread::get_id();
+  std::mutex mu;
+  std::set<std::vector<int>> seen;
+  pool.ParallelFor(64, [&](int64_t, int64_t) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    if (std::this_thread::get_id() == caller) return;
+    std::vector<int> cpus = AllowedCpus();
+    std::lock_guard<std::mutex> lock(mu);
+    seen.insert(std::move(cpus));
+  });
+  return seen;
+}
+
+TEST(ThreadPoolTest, WorkersArePinnedToDistinctCpusTheCallerIsNot) {
+  const std::vector<int> allowed = AllowedCpus();
+  ThreadPool pool(2);
+  const std::set<std::vector<int>> workers = WorkerAffinities(pool);
+  ASSERT_EQ(workers.size(), 1u);  // one worker, and it ran some chunks
+  if (allowed.size() >= 2) {
+    EXPECT_EQ(*workers.begin(), std::vector<int>{allowed[1]});  // the first allowed CPU is left free
+  } else {
+    EXPECT_EQ(*workers.begin(), allowed);  // one CPU: nothing to pin to
+  }
+  EXPECT_EQ(AllowedCpus(), allowed);  // the caller is never pinned
+}
+
+TEST(ThreadPoolTest, NoPinningWithMoreThreadsThanCpusOrWhenTurnedOff) {
+  const std::vector<int> allowed = AllowedCpus();
+  {
+    ThreadPool pool(static_cast<int>(allowed.size()) + 1);
+    for (const std::vector<int>& w : WorkerAffinities(pool)) EXPECT_EQ(w, allowed);
+  }
+  ASSERT_EQ(setenv("MCSERVE_PIN_THREADS", "0", 1), 0);
+  {
+    ThreadPool pool(2);
+    for (const std::vector<int>& w : WorkerAffinities(pool)) EXPECT_EQ(w, allowed);
+  }
+  unsetenv("MCSERVE_PIN_THREADS");
 }
 
 TEST(ThreadPoolTest, DefaultSizeIsAtLeastOne) {
