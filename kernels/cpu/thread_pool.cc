@@ -38,13 +38,14 @@ std::pair<int64_t, int64_t> Block(int64_t n, int parts, int index) {
   return {begin, begin + base + (index < extra ? 1 : 0)};
 }
 
-// The CPUs to pin the num_threads − 1 workers to: the 2nd, 3rd, ... of the CPUs this process may
-// run on, leaving the first to the (unpinned) caller, so two of the pool's threads never share a core
-// while another idles. Empty (no pinning) when there are fewer allowed CPUs than threads, or when
-// MCSERVE_PIN_THREADS=0.
+// The CPUs to pin the num_threads − 1 workers to when MCSERVE_PIN_THREADS=1: the 2nd, 3rd, ... of the
+// CPUs this process may run on, leaving the first to the (unpinned) caller. Empty (no pinning) by
+// default, or when there are fewer allowed CPUs than threads. Off by default because it measured
+// slower in the Engine (0.95-0.97x, bench/README.md): a pinned worker cannot move away from a core
+// that a front-end or consumer thread lands on; it gains 1-2% in the bare decode loop.
 std::vector<int> WorkerCpus(int num_threads) {
   const char* env = std::getenv("MCSERVE_PIN_THREADS");
-  if (env != nullptr && std::strcmp(env, "0") == 0) return {};
+  if (env == nullptr || std::strcmp(env, "1") != 0) return {};
   cpu_set_t allowed;
   if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return {};
   std::vector<int> cpus;

@@ -132,9 +132,11 @@ std::set<std::vector<int>> WorkerAffinities(ThreadPool& pool) {
   return seen;
 }
 
-TEST(ThreadPoolTest, WorkersArePinnedToDistinctCpusTheCallerIsNot) {
+TEST(ThreadPoolTest, WithPinningWorkersArePinnedToDistinctCpusTheCallerIsNot) {
   const std::vector<int> allowed = AllowedCpus();
+  ASSERT_EQ(setenv("MCSERVE_PIN_THREADS", "1", 1), 0);
   ThreadPool pool(2);
+  unsetenv("MCSERVE_PIN_THREADS");
   const std::set<std::vector<int>> workers = WorkerAffinities(pool);
   ASSERT_EQ(workers.size(), 1u);  // one worker, and it ran some chunks
   if (allowed.size() >= 2) {
@@ -145,15 +147,15 @@ TEST(ThreadPoolTest, WorkersArePinnedToDistinctCpusTheCallerIsNot) {
   EXPECT_EQ(AllowedCpus(), allowed);  // the caller is never pinned
 }
 
-TEST(ThreadPoolTest, NoPinningWithMoreThreadsThanCpusOrWhenTurnedOff) {
+TEST(ThreadPoolTest, NoPinningByDefaultOrWithMoreThreadsThanCpus) {
   const std::vector<int> allowed = AllowedCpus();
   {
-    ThreadPool pool(static_cast<int>(allowed.size()) + 1);
+    ThreadPool pool(2);
     for (const std::vector<int>& w : WorkerAffinities(pool)) EXPECT_EQ(w, allowed);
   }
-  ASSERT_EQ(setenv("MCSERVE_PIN_THREADS", "0", 1), 0);
+  ASSERT_EQ(setenv("MCSERVE_PIN_THREADS", "1", 1), 0);
   {
-    ThreadPool pool(2);
+    ThreadPool pool(static_cast<int>(allowed.size()) + 1);
     for (const std::vector<int>& w : WorkerAffinities(pool)) EXPECT_EQ(w, allowed);
   }
   unsetenv("MCSERVE_PIN_THREADS");
