@@ -51,18 +51,32 @@ Lanes Load(const float* p) {
   return v;
 }
 
-// Largest element, NaN ignored.
+// 4 floats: this file is built for baseline x86-64, where 8-float lanes become SSE pairs spilled to
+// the stack (greedy sampling at 32 requests was 2.8% of a step).
+using Lanes4 = float __attribute__((vector_size(16)));
+
+// Largest element, NaN ignored (a NaN never compares greater). Two 4-float accumulators.
 float MaxOf(std::span<const float> x) {
-  Lanes lanes = {kNegInf, kNegInf, kNegInf, kNegInf, kNegInf, kNegInf, kNegInf, kNegInf};
+  Lanes4 a = {kNegInf, kNegInf, kNegInf, kNegInf}, b = a;
   size_t i = 0;
   for (; i + 8 <= x.size(); i += 8) {
-    const Lanes v = Load(x.data() + i);
-    lanes = v > lanes ? v : lanes;
+    Lanes4 u, v;
+    std::memcpy(&u, x.data() + i, sizeof(u));
+    std::memcpy(&v, x.data() + i + 4, sizeof(v));
+    a = u > a ? u : a;
+    b = v > b ? v : b;
   }
   float m = kNegInf;
   for (; i < x.size(); ++i) m = x[i] > m ? x[i] : m;
-  for (int j = 0; j < 8; ++j) m = std::max(m, lanes[j]);
+  for (int j = 0; j < 4; ++j) m = std::max({m, a[j], b[j]});
   return m;
+}
+
+// The lowest index holding the largest element (NaN ignored), or -1 when every element is −inf/NaN.
+int32_t FirstMaxIndex(std::span<const float> x) {
+  const float best = MaxOf(x);
+  if (!(best > kNegInf)) return -1;
+  return static_cast<int32_t>(std::find(x.begin(), x.end(), best) - x.begin());
 }
 
 // Σ x, in float lanes per block of 256 and double across blocks.
@@ -272,15 +286,18 @@ void Sampler::KeepNucleus(double total) {
 SampledToken Sampler::Sample(std::span<const float> logits, std::span<const int32_t> banned) {
   const int32_t n = static_cast<int32_t>(logits.size());
   if (n == 0) return SampledToken{};
-  work_.assign(logits.begin(), logits.end());
-  ApplyAdjustments(banned);
-
-  int32_t id = -1;
-  if (params_.temperature == 0.0f) {
-    const float best = MaxOf(work_);  // the lowest id holding the maximum
-    if (best > kNegInf) id = static_cast<int32_t>(std::find(work_.begin(), work_.end(), best) - work_.begin());
-  } else {
-    id = Draw();
+  const bool adjusted = !params_.logit_bias.empty() || params_.repetition_penalty != 1.0f ||
+                        params_.frequency_penalty != 0.0f || params_.presence_penalty != 0.0f;
+  // Greedy with nothing that moves a logit: the raw logits' first maximum, read in place (MaxOf
+  // ignores NaN, as the adjusted copy's −inf would be). When it is not banned it is also the first
+  // maximum of the unbanned ones; when it is, the adjusted copy decides.
+  const bool in_place = params_.temperature == 0.0f && !adjusted;
+  int32_t id = in_place ? FirstMaxIndex(logits) : -1;
+  const bool picked_banned = id >= 0 && std::find(banned.begin(), banned.end(), id) != banned.end();
+  if (!in_place || picked_banned) {
+    work_.assign(logits.begin(), logits.end());
+    ApplyAdjustments(banned);
+    id = params_.temperature == 0.0f ? FirstMaxIndex(work_) : Draw();
   }
   if (id < 0) {  // every token is banned or −inf: the lowest id that is not banned
     std::vector<int32_t> sorted_banned(banned.begin(), banned.end());

@@ -429,6 +429,10 @@ TEST(SamplerTest, FiltersMatchASortingReferenceOnRandomLogits) {
 TEST(SamplerTest, NanLogitsAndAllBannedFallBackSafely) {
   Sampler g = Make(Greedy(), 3);
   EXPECT_EQ(g.Sample(std::vector<float>{NAN, 1.0f, 0.5f}).id, 1);
+  // Greedy reads unadjusted logits in place: NaN is skipped, ties still go to the lowest id, and all
+  // NaN / −inf falls back to id 0.
+  EXPECT_EQ(g.Sample(std::vector<float>{1.0f, NAN, 3.0f, NAN, 3.0f, 2.0f, 1.0f, 0.0f, 3.0f}).id, 2);
+  EXPECT_EQ(g.Sample(std::vector<float>{NAN, NAN, -INFINITY}).id, 0);
   SamplingParams p;
   p.seed = 1;
   Sampler s = Make(p, 3);
