@@ -1,13 +1,18 @@
 // Serving throughput and time to first token through the Engine (its loop + RecurrentRunner):
 //   --mode throughput: N concurrent greedy requests (prompt P tokens, G generated each, EOS ignored),
-//     generated tokens/s over the wall time from the first submit to the last final event;
+//     generated tokens/s over the wall time from the first submit to the last final event; read by
+//     one thread woken by the requests' output listeners (--consumer listener, how the gRPC and
+//     HTTP front ends consume) or by a blocking reader thread per request (--consumer threads);
 //   --mode ttft: time to first token of a long prompt, cold (nothing cached) and with its first
 //     `prefix` tokens already in the prefix cache (a previous request with the same prefix).
 // Prints one JSON line. Driven by bench/serving_bench.py.
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -26,7 +31,7 @@ using mcserve::engine::RequestSpec;
 using Clock = std::chrono::steady_clock;
 
 struct Args {
-  std::string model, mode = "throughput";
+  std::string model, mode = "throughput", consumer = "listener";
   int concurrency = 1, prompt = 64, generate = 64, threads = 0;
   int prefix = 2048;
   std::map<std::string, std::string> mc;  // --mc field=value, repeated
@@ -40,6 +45,8 @@ bool Parse(int argc, char** argv, Args* a) {
       a->model = value;
     } else if (key == "--mode") {
       a->mode = value;
+    } else if (key == "--consumer") {
+      a->consumer = value;
     } else if (key == "--concurrency") {
       ok = absl::SimpleAtoi(value, &a->concurrency);
     } else if (key == "--prompt") {
@@ -59,7 +66,8 @@ bool Parse(int argc, char** argv, Args* a) {
     }
     if (!ok) return false;
   }
-  return !a->model.empty() && (a->mode == "throughput" || a->mode == "ttft");
+  return !a->model.empty() && (a->mode == "throughput" || a->mode == "ttft") &&
+         (a->consumer == "listener" || a->consumer == "threads");
 }
 
 int Fail(const absl::Status& s) {
@@ -99,6 +107,43 @@ int Drain(RequestHandle& handle, Clock::time_point* first_token) {
   }
 }
 
+// Reads every handle to its final event with one thread, woken by the handles' output listeners (which
+// only flag and notify, as a front end's post to its event loop would); returns the token counts.
+std::vector<int> DrainByListeners(const std::vector<std::shared_ptr<RequestHandle>>& handles) {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool ready = false;
+  for (const auto& h : handles) {
+    h->OnOutput([&] {
+      std::lock_guard<std::mutex> lock(mu);
+      ready = true;
+      cv.notify_one();
+    });
+  }
+  std::vector<int> counts(handles.size());
+  std::vector<bool> done(handles.size());
+  for (size_t finished = 0; finished < handles.size();) {
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return ready; });
+      ready = false;
+    }
+    for (size_t r = 0; r < handles.size(); ++r) {
+      for (auto event = done[r] ? std::nullopt : handles[r]->TryNext(); event; event = handles[r]->TryNext()) {
+        if (event->token_id >= 0) ++counts[r];
+        if (!event->error.ok()) std::fprintf(stderr, "serving_bench: %s\n", event->error.ToString().c_str());
+        if (event->is_final()) {
+          done[r] = true;
+          ++finished;
+          break;
+        }
+      }
+    }
+  }
+  for (const auto& h : handles) h->OnOutput(nullptr);
+  return counts;
+}
+
 double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
 }  // namespace
@@ -108,7 +153,7 @@ int main(int argc, char** argv) {
   if (!Parse(argc, argv, &args)) {
     std::fprintf(stderr,
                  "usage: serving_bench --model DIR [--mode throughput|ttft] [--concurrency N] [--prompt P] "
-                 "[--generate G] [--prefix TOKENS] [--threads T] [--mc field=value]...\n");
+                 "[--generate G] [--prefix TOKENS] [--threads T] [--consumer listener|threads] [--mc field=value]...\n");
     return 2;
   }
   auto model = Model::Load(args.model, {.num_threads = args.threads, .mc_overrides = args.mc});
@@ -130,11 +175,15 @@ int main(int argc, char** argv) {
       handles.push_back(std::move(*handle));
     }
     std::vector<int> counts(handles.size());
-    std::vector<std::thread> readers;
-    for (size_t r = 0; r < handles.size(); ++r) {
-      readers.emplace_back([&, r] { counts[r] = Drain(*handles[r], nullptr); });
+    if (args.consumer == "listener") {
+      counts = DrainByListeners(handles);
+    } else {
+      std::vector<std::thread> readers;
+      for (size_t r = 0; r < handles.size(); ++r) {
+        readers.emplace_back([&, r] { counts[r] = Drain(*handles[r], nullptr); });
+      }
+      for (std::thread& t : readers) t.join();
     }
-    for (std::thread& t : readers) t.join();
     const double seconds = Seconds(start, Clock::now());
     int64_t total = 0;
     for (int c : counts) total += c;
