@@ -31,8 +31,15 @@ inline float WidenedAt(const Tensor& t, int64_t i) {
 // `scratch` (at least numel floats, e.g. cpu::OpScratch).
 inline const float* F32View(const Tensor& t, std::span<float> scratch) {
   if (t.dtype() == DType::kF32) return Data<float>(t);
-  for (int64_t i = 0; i < t.numel(); ++i) scratch[i] = WidenedAt(t, i);
-  return scratch.data();
+  const uint16_t* bits = Data<uint16_t>(t);
+  const int64_t n = t.numel();
+  float* out = scratch.data();
+  if (t.dtype() == DType::kBF16) {
+    for (int64_t i = 0; i < n; ++i) out[i] = Bf16ToF32(bits[i]);
+  } else {
+    for (int64_t i = 0; i < n; ++i) out[i] = F16ToF32(bits[i]);
+  }
+  return out;
 }
 
 // The elements of host I32 tensor `t`, in place.
