@@ -31,12 +31,12 @@ std::shared_ptr<void> HostBlockCache::Acquire(size_t nbytes) {
   if (rounded > limits_.max_block_bytes) return nullptr;
   SizeClass& c = classes_[rounded];
   const size_t n = c.blocks.size();
-  for (size_t i = 0; i < n; ++i) {
-    const size_t at = (c.next + i) % n;
+  // From the block after the last one taken, wrapping (no division: this runs per tensor).
+  for (size_t i = 0, at = c.next < n ? c.next : 0; i < n; ++i, at = at + 1 == n ? 0 : at + 1) {
     // use_count 1: only the cache holds the block, and nobody else can take a new reference to it.
     if (c.blocks[at].use_count() != 1) continue;
     std::atomic_thread_fence(std::memory_order_acquire);  // the last user's writes happen before ours
-    c.next = (at + 1) % n;
+    c.next = at + 1 == n ? 0 : at + 1;
     std::memset(c.blocks[at].get(), 0, rounded);
     return c.blocks[at];
   }
