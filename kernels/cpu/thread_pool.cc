@@ -133,6 +133,7 @@ void ThreadPool::RunChunks(uint64_t generation) {
     done_.fetch_add(1, std::memory_order_acq_rel);
   }
 }
+
 void ThreadPool::WorkerLoop() {
   uint64_t seen = 0;
   while (true) {

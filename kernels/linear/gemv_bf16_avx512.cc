@@ -8,11 +8,15 @@
 
 #include "kernels/cpu/in_register.h"
 
-
 namespace mcserve::kernels::internal {
 namespace {
 
 #define MCSERVE_AVX512 __attribute__((target("avx512f,avx512bw")))
+
+// All-lanes masks for the maskz forms: GCC 12 warns (falsely) that the unmasked forms read an
+// uninitialised vector.
+constexpr __mmask16 kAll16 = 0xffff;
+constexpr __mmask8 kAll8 = 0xff;
 
 std::atomic<bool> force_avx2{false};
 
@@ -38,7 +42,7 @@ MCSERVE_AVX512 inline void Step(const float* xs, int64_t ldx, const uint16_t* w,
   for (int r = 0; r < R; ++r) {
     __m512i raw = kTail ? _mm512_maskz_loadu_epi16(mask, w + r * k + c) : _mm512_loadu_si512(w + r * k + c);
     cpu::InRegister(raw);
-    we[r] = _mm512_castsi512_ps(_mm512_slli_epi32(raw, 16));
+    we[r] = _mm512_castsi512_ps(_mm512_maskz_slli_epi32(kAll16, raw, 16));
     wo[r] = _mm512_castsi512_ps(_mm512_and_si512(raw, odd_mask));
   }
   for (int i = 0; i < M; ++i) {
@@ -57,8 +61,10 @@ MCSERVE_AVX512 inline void Step(const float* xs, int64_t ldx, const uint16_t* w,
 MCSERVE_AVX512 inline __m128 Sum4(const __m512 (&a)[4]) {
   __m256 h[4];
   for (int r = 0; r < 4; ++r) {
-    const __m256 high = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a[r]), 1));
-    h[r] = _mm256_add_ps(_mm512_castps512_ps256(a[r]), high);
+    const __m512d v = _mm512_castps_pd(a[r]);
+    const __m256 low = _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(kAll8, v, 0));
+    const __m256 high = _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(kAll8, v, 1));
+    h[r] = _mm256_add_ps(low, high);
   }
   const __m256 s = _mm256_hadd_ps(_mm256_hadd_ps(h[0], h[1]), _mm256_hadd_ps(h[2], h[3]));
   return _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
