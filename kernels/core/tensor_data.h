@@ -20,13 +20,6 @@ const T* Data(const Tensor& t) {
   return static_cast<const T*>(RawData(t));
 }
 
-// Element i of host tensor `t` (F32, BF16 or F16), widened to float.
-inline float WidenedAt(const Tensor& t, int64_t i) {
-  if (t.dtype() == DType::kF32) return Data<float>(t)[i];
-  const uint16_t v = Data<uint16_t>(t)[i];
-  return t.dtype() == DType::kBF16 ? Bf16ToF32(v) : F16ToF32(v);
-}
-
 // The elements of host tensor `t` as floats: its own data when it is F32, else widened into
 // `scratch` (at least numel floats, e.g. cpu::OpScratch).
 inline const float* F32View(const Tensor& t, std::span<float> scratch) {

@@ -11,10 +11,12 @@
 namespace mcserve::kernels::internal {
 namespace {
 
-// [n, n] nn.Linear weight -> transposed floats [n (in), n (out)] in `out`.
-void TransposeWeight(const Tensor* w, int n, std::span<float> out) {
+// [n, n] nn.Linear weight -> transposed floats [n (in), n (out)] in `out`; `widened` is [n, n]
+// scratch for a BF16/F16 weight's F32 view.
+void TransposeWeight(const Tensor* w, int n, std::span<float> widened, std::span<float> out) {
+  const float* src = F32View(*w, widened);
   for (int i = 0; i < n; ++i) {
-    for (int j = 0; j < n; ++j) out[static_cast<size_t>(j) * n + i] = WidenedAt(*w, static_cast<int64_t>(i) * n + j);
+    for (int j = 0; j < n; ++j) out[static_cast<size_t>(j) * n + i] = src[static_cast<size_t>(i) * n + j];
   }
 }
 
@@ -32,11 +34,12 @@ absl::Status FeatureMapCpu(const Context& ctx, const FeatureMapArgs& args) {
   // The op's widened weights [d, d] (transposed) and biases [d], in the thread's op scratch.
   const bool layer2 = kind == FeatureMapKind::kHadamard;
   const size_t dd = static_cast<size_t>(d) * d;
-  cpu::ScratchCarver inputs(cpu::OpScratch((layer1 ? dd : 0) + (layer2 ? dd : 0) + 2 * static_cast<size_t>(d)));
+  cpu::ScratchCarver inputs(cpu::OpScratch((layer1 ? 2 * dd : 0) + (layer2 ? dd : 0) + 2 * static_cast<size_t>(d)));
   const std::span<float> w1 = inputs.Take(layer1 ? dd : 0), w2 = inputs.Take(layer2 ? dd : 0);
+  const std::span<float> widened = inputs.Take(layer1 ? dd : 0);  // one weight's F32 view at a time
   const std::span<float> b1 = inputs.Take(args.b1 != nullptr ? d : 0), b2 = inputs.Take(args.b2 != nullptr ? d : 0);
-  if (layer1) TransposeWeight(args.w1, d, w1);
-  if (layer2) TransposeWeight(args.w2, d, w2);
+  if (layer1) TransposeWeight(args.w1, d, widened, w1);
+  if (layer2) TransposeWeight(args.w2, d, widened, w2);
   const float* b1p = args.b1 != nullptr ? F32View(*args.b1, b1) : nullptr;
   const float* b2p = args.b2 != nullptr ? F32View(*args.b2, b2) : nullptr;
   const float* xd = Data<float>(x);
