@@ -35,6 +35,16 @@ inline const float* F32View(const Tensor& t, std::span<float> scratch) {
   return out;
 }
 
+// out [cols, rows] = the host tensor `t` read as [rows, cols], widened to F32 and transposed;
+// `scratch` (rows·cols floats) holds a BF16/F16 tensor's F32 view.
+inline void TransposedF32(const Tensor& t, int64_t rows, int64_t cols, std::span<float> scratch,
+                          std::span<float> out) {
+  const float* src = F32View(t, scratch);
+  for (int64_t c = 0; c < cols; ++c) {
+    for (int64_t r = 0; r < rows; ++r) out[c * rows + r] = src[r * cols + c];
+  }
+}
+
 // The elements of host I32 tensor `t`, in place.
 inline std::span<const int32_t> I32Span(const Tensor& t) {
   return {Data<int32_t>(t), static_cast<size_t>(t.numel())};

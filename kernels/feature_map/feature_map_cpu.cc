@@ -9,18 +9,6 @@
 #include "kernels/feature_map/feature_map_math.h"
 
 namespace mcserve::kernels::internal {
-namespace {
-
-// [n, n] nn.Linear weight -> transposed floats [n (in), n (out)] in `out`; `widened` is [n, n]
-// scratch for a BF16/F16 weight's F32 view.
-void TransposeWeight(const Tensor* w, int n, std::span<float> widened, std::span<float> out) {
-  const float* src = F32View(*w, widened);
-  for (int i = 0; i < n; ++i) {
-    for (int j = 0; j < n; ++j) out[static_cast<size_t>(j) * n + i] = src[static_cast<size_t>(i) * n + j];
-  }
-}
-
-}  // namespace
 
 absl::Status FeatureMapCpu(const Context& ctx, const FeatureMapArgs& args) {
   const Tensor& x = *args.x;
@@ -38,8 +26,9 @@ absl::Status FeatureMapCpu(const Context& ctx, const FeatureMapArgs& args) {
   const std::span<float> w1 = inputs.Take(layer1 ? dd : 0), w2 = inputs.Take(layer2 ? dd : 0);
   const std::span<float> widened = inputs.Take(layer1 ? dd : 0);  // one weight's F32 view at a time
   const std::span<float> b1 = inputs.Take(args.b1 != nullptr ? d : 0), b2 = inputs.Take(args.b2 != nullptr ? d : 0);
-  if (layer1) TransposeWeight(args.w1, d, widened, w1);
-  if (layer2) TransposeWeight(args.w2, d, widened, w2);
+  // nn.Linear weights [d (out), d (in)] -> [d (in), d (out)].
+  if (layer1) TransposedF32(*args.w1, d, d, widened, w1);
+  if (layer2) TransposedF32(*args.w2, d, d, widened, w2);
   const float* b1p = args.b1 != nullptr ? F32View(*args.b1, b1) : nullptr;
   const float* b2p = args.b2 != nullptr ? F32View(*args.b2, b2) : nullptr;
   const float* xd = Data<float>(x);

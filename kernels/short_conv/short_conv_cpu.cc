@@ -38,10 +38,7 @@ struct Taps {
 Taps LoadTaps(const ShortConvArgs& args, int64_t d, int width) {
   cpu::ScratchCarver c(cpu::OpScratch(static_cast<size_t>(2 * width + 2) * d));
   Taps t{.taps = c.Take(static_cast<size_t>(width) * d), .bias = c.Take(d)};
-  const float* w = F32View(*args.weight, c.Take(static_cast<size_t>(width) * d));  // [D, W]
-  for (int j = 0; j < width; ++j) {
-    for (int64_t ch = 0; ch < d; ++ch) t.taps[j * d + ch] = w[ch * width + j];
-  }
+  TransposedF32(*args.weight, d, width, c.Take(static_cast<size_t>(width) * d), t.taps);  // [D, W] -> [W, D]
   if (args.bias != nullptr) {
     const float* b = F32View(*args.bias, c.Take(d));
     std::copy(b, b + d, t.bias.begin());
