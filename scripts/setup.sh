@@ -52,5 +52,7 @@ SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 echo "setup: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -q
-$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+# A mirror's transient error (a dropped connection, a 5xx) is retried rather than failing the setup.
+apt=(apt-get -o Acquire::Retries=5)
+$SUDO "${apt[@]}" update -q
+$SUDO "${apt[@]}" install -y -q --no-install-recommends "${missing[@]}"

@@ -19,6 +19,12 @@ fi
 
 # The CPU image built and run (tests/image/): minutes of docker build, so after the rest and on its own.
 # It reports a skip, with the reason, where no Docker engine can run. MCSERVE_SKIP_IMAGE=1 skips it.
+# On a failure the test's own last lines are repeated at the very end, where a CI log's tail shows them.
 if [ -z "${MCSERVE_SKIP_IMAGE:-}" ]; then
-  ctest --test-dir "${MCSERVE_BUILD_DIR:-$root/build}" -L image --output-on-failure
+  build=${MCSERVE_BUILD_DIR:-$root/build}
+  if ! ctest --test-dir "$build" -L image --output-on-failure; then
+    echo "image test failed; the end of its output:"
+    tail -n 40 "$build/Testing/Temporary/LastTest.log" 2>/dev/null || true
+    exit 1
+  fi
 fi

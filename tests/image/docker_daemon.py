@@ -83,6 +83,21 @@ def apt_mirror():
     return DEFAULT_MIRROR
 
 
+def _debootstrap(rootfs, mirror, attempts=3):
+    """debootstrap minbase bookworm into rootfs; a failed attempt (a mirror's transient error) is retried
+    from scratch, and the last one's output ends the raised error."""
+    for attempt in range(1, attempts + 1):
+        shutil.rmtree(rootfs, ignore_errors=True)
+        run = subprocess.run(["debootstrap", "--variant=minbase", "bookworm", rootfs, mirror],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=900)
+        if run.returncode == 0:
+            return
+        tail = run.stdout.decode(errors="replace")[-1500:]
+        print("debootstrap attempt %d of %d failed (%d):\n%s" % (attempt, attempts, run.returncode, tail))
+        time.sleep(10 * attempt)
+    raise RuntimeError("debootstrap failed %d times; the last output is above" % attempts)
+
+
 def ensure_base_image(env, work):
     """Makes debian:bookworm and debian:bookworm-slim if the engine lacks them; returns what it did."""
     if docker(env, "image", "inspect", "debian:bookworm-slim", check=False).returncode == 0 and \
@@ -91,10 +106,8 @@ def ensure_base_image(env, work):
     if shutil.which("debootstrap") is None:
         raise RuntimeError("debian:bookworm is missing and debootstrap is not installed (scripts/setup.sh)")
     rootfs = os.path.join(work, "bookworm-rootfs")
-    shutil.rmtree(rootfs, ignore_errors=True)
     mirror = apt_mirror()
-    subprocess.run(["debootstrap", "--variant=minbase", "bookworm", rootfs, mirror], check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, timeout=900)
+    _debootstrap(rootfs, mirror)
     tar = subprocess.Popen(["tar", "-C", rootfs, "-c", "."], stdout=subprocess.PIPE)
     subprocess.run(["docker", "import", "-", "debian:bookworm"], stdin=tar.stdout, env=env, check=True,
                    stdout=subprocess.DEVNULL)

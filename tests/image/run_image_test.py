@@ -10,12 +10,14 @@ run here (CTest reports the test as skipped, with the reason on stdout).
 
     MCSERVE_RUN=build/tools/mcserve-run /usr/bin/python3 tests/image/run_image_test.py
 """
+import collections
 import json
 import os
 import socket
 import subprocess
 import sys
 import time
+import traceback
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -108,10 +110,27 @@ def stop_with_sigterm(env, name):
     print("SIGTERM: exit 0 after %.1f s" % elapsed)
 
 
+def build_image(env, attempts=2):
+    """docker build, its output streamed; a failed build is retried once (its finished layers are cached, so a
+    mirror's transient error costs only the failed step), and the last attempt's final lines end the error."""
+    command = ["docker", "build", "--network", "host", "-f", os.path.join(ROOT, "deploy", "docker", "Dockerfile"),
+               "-t", TAG, ROOT]
+    for attempt in range(1, attempts + 1):
+        tail = collections.deque(maxlen=30)
+        proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        for raw in proc.stdout:
+            line = raw.decode(errors="replace").rstrip()
+            print(line, flush=True)
+            tail.append(line)
+        if proc.wait(timeout=3600) == 0:
+            return
+        print("docker build attempt %d of %d failed (%d)" % (attempt, attempts, proc.returncode), flush=True)
+    raise AssertionError("docker build failed %d times; its last lines:\n%s" % (attempts, "\n".join(tail)))
+
+
 def run_checks(env):
     t0 = time.time()
-    docker(env, "build", "--network", "host", "-f", os.path.join(ROOT, "deploy", "docker", "Dockerfile"),
-           "-t", TAG, ROOT, capture=False, timeout=3600)
+    build_image(env)
     size = int(docker(env, "image", "inspect", "-f", "{{.Size}}", TAG).stdout.decode().strip())
     print("built %s in %.0f s: %.0f MB" % (TAG, time.time() - t0, size / 1e6))
     grpc_port, http_port = free_port(), free_port()
@@ -140,6 +159,10 @@ def main():
         run_checks(env)
         print("image test PASSED")
         return 0
+    except Exception as e:  # the reason, last, where a CI log's tail shows it (scripts/test.sh repeats it)
+        traceback.print_exc(file=sys.stdout)
+        print("image test FAILED: %s: %s" % (type(e).__name__, str(e)[-1500:]), flush=True)
+        return 1
     finally:
         if stop is not None:
             stop()
