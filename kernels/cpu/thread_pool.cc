@@ -103,15 +103,18 @@ ThreadPool::~ThreadPool() {
 
 uint64_t ThreadPool::AwaitWork(uint64_t seen) {
   for (int spin = 0; spin < kSpinIterations; ++spin) {
-    const uint64_t g = generation_.load(std::memory_order_acquire);
+    const uint64_t g = job_.generation.load(std::memory_order_acquire);
     if (g != seen || stop_.load(std::memory_order_relaxed)) return g;
     MCSERVE_CPU_RELAX();
   }
+  // The worker counts itself asleep (seq_cst) before it re-reads the generation (seq_cst); the caller
+  // stores the generation before it reads sleepers_. One of the two sees the other: either the caller
+  // notifies (taking mu_, so not before this worker waits) or the predicate sees the new loop.
   std::unique_lock<std::mutex> lock(mu_);
   sleepers_.fetch_add(1);
-  work_cv_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen || stop_.load(); });
+  work_cv_.wait(lock, [&] { return job_.generation.load() != seen || stop_.load(); });
   sleepers_.fetch_sub(1);
-  return generation_.load(std::memory_order_acquire);
+  return job_.generation.load(std::memory_order_acquire);
 }
 
 int64_t ThreadPool::Claim(uint64_t generation) {
@@ -128,8 +131,8 @@ int64_t ThreadPool::Claim(uint64_t generation) {
 
 void ThreadPool::RunChunks(uint64_t generation) {
   for (int64_t c = Claim(generation); c >= 0; c = Claim(generation)) {
-    auto [begin, end] = Block(n_, static_cast<int>(chunks_), static_cast<int>(c));
-    if (begin < end) (*fn_)(begin, end);
+    auto [begin, end] = Block(job_.n, static_cast<int>(job_.chunks), static_cast<int>(c));
+    if (begin < end) (*job_.fn)(begin, end);
     done_.fetch_add(1, std::memory_order_acq_rel);
   }
 }
@@ -149,21 +152,22 @@ void ThreadPool::ParallelFor(int64_t n, absl::FunctionRef<void(int64_t, int64_t)
     fn(0, n);
     return;
   }
-  fn_.emplace(fn);
-  n_ = n;
-  chunks_ = std::min<int64_t>({n, num_threads() * kChunksPerThread, 0xffff});
+  job_.fn.emplace(fn);
+  job_.n = n;
+  const int64_t chunks = std::min<int64_t>({n, num_threads() * kChunksPerThread, 0xffff});
+  job_.chunks = chunks;
   done_.store(0, std::memory_order_relaxed);
-  const uint64_t generation = generation_.load(std::memory_order_relaxed) + 1;
-  claim_.store((generation & 0xffffffffu) << 32 | static_cast<uint64_t>(chunks_) << 16, std::memory_order_release);
-  {
-    // Under the lock so that a worker between its predicate check and its wait cannot miss it.
-    std::lock_guard<std::mutex> lock(mu_);
-    generation_.store(generation, std::memory_order_release);
+  const uint64_t generation = job_.generation.load(std::memory_order_relaxed) + 1;
+  claim_.store((generation & 0xffffffffu) << 32 | static_cast<uint64_t>(chunks) << 16, std::memory_order_release);
+  // No lock to publish: see AwaitWork for why a worker going to sleep cannot miss this loop.
+  job_.generation.store(generation);
+  if (sleepers_.load() > 0) {
+    std::lock_guard<std::mutex> lock(mu_);  // every counted sleeper is in its wait (or past it)
+    work_cv_.notify_all();
   }
-  if (sleepers_.load() > 0) work_cv_.notify_all();
   RunChunks(generation);
   // Only chunks a worker claimed and is still running are left.
-  for (int spin = 0; done_.load(std::memory_order_acquire) != chunks_; ++spin) {
+  for (int spin = 0; done_.load(std::memory_order_acquire) != chunks; ++spin) {
     if (spin < kSpinIterations) {
       MCSERVE_CPU_RELAX();
     } else {

@@ -36,26 +36,32 @@ class ThreadPool {
 
  private:
   void WorkerLoop();
-  // Waits until generation_ differs from `seen` or the pool stops; returns the new generation.
+  // Waits until the job's generation differs from `seen` or the pool stops; returns the new generation.
   uint64_t AwaitWork(uint64_t seen);
   // Claims and runs chunks of loop `generation` until none is left (or a newer loop started).
   void RunChunks(uint64_t generation);
   // The next unclaimed chunk of loop `generation`, or -1.
   int64_t Claim(uint64_t generation);
 
+  // The current loop: what a worker reads once it sees a new generation, on one cache line with it.
+  // Written by the caller before it publishes the generation; a chunk claimed means they are the
+  // loop's until done_ reaches chunks.
+  struct alignas(64) Job {
+    std::atomic<uint64_t> generation{0};  // bumped once per ParallelFor (seq_cst): wakes the workers
+    std::optional<absl::FunctionRef<void(int64_t, int64_t)>> fn;
+    int64_t n = 0, chunks = 0;
+  };
+
   std::vector<std::thread> workers_;
-  std::mutex mu_;                        // guards sleeping and waking
-  std::condition_variable work_cv_;
-  std::atomic<uint64_t> generation_{0};  // bumped once per ParallelFor (release): wakes the workers
+  Job job_;
   // (generation mod 2^32) << 32 | chunks << 16 | next chunk: claimed by compare-and-swap, so a
-  // worker that wakes after its loop has moved on claims nothing.
-  std::atomic<uint64_t> claim_{0};
-  std::atomic<int64_t> done_{0};         // chunks finished in the current loop
-  std::atomic<int> sleepers_{0};         // workers blocked on work_cv_
+  // worker that wakes after its loop has moved on claims nothing. Its own cache line, as done_'s.
+  alignas(64) std::atomic<uint64_t> claim_{0};
+  alignas(64) std::atomic<int64_t> done_{0};  // chunks finished in the current loop
+  alignas(64) std::mutex mu_;                 // held by a worker from counting itself asleep to waiting
+  std::condition_variable work_cv_;
+  std::atomic<int> sleepers_{0};              // workers asleep (or about to be) on work_cv_
   std::atomic<bool> stop_{false};
-  // The current loop, published by claim_ (a chunk claimed means they are the loop's until done_).
-  std::optional<absl::FunctionRef<void(int64_t, int64_t)>> fn_;
-  int64_t n_ = 0, chunks_ = 0;
 };
 
 // Runs fn over [0, n) on `pool`, or inline when pool is null or n is small.
