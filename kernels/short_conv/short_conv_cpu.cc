@@ -14,6 +14,9 @@ namespace mcserve::kernels::internal {
 namespace {
 
 constexpr int64_t kChannelBlock = 64;
+// (token, channel) pairs below which the conv runs on the calling thread: a decode token's conv (a few
+// µs) costs about what a pool hand-off does, and the worker would wait for the caller either way.
+constexpr int64_t kMinParallelElements = 1 << 12;
 
 // o [n] = ShortConvFinish(acc, bias, silu) per channel; acc, bias: [n]. SiLU runs 8 channels at a time.
 void Finish(const float* acc, const float* bias, int64_t n, bool silu, float* o) {
@@ -103,7 +106,9 @@ absl::Status ShortConvCpu(const Context& ctx, const ShortConvArgs& args) {
                        .slots = Data<int32_t>(*args.layout.slot_ids), .num_seqs = num_seqs};
   const int64_t num_blocks = (d + kChannelBlock - 1) / kChannelBlock;
   const Taps w = LoadTaps(args, d, width);
-  cpu::ParallelFor(ctx.pool, num_seqs * num_blocks, [&](int64_t begin, int64_t end) {
+  const int64_t tokens = task.cu[num_seqs] - task.cu[0];
+  cpu::ThreadPool* pool = tokens * d >= kMinParallelElements ? ctx.pool : nullptr;
+  cpu::ParallelFor(pool, num_seqs * num_blocks, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) task.Run(i / num_blocks, (i % num_blocks) * kChannelBlock, w);
   });
   return absl::OkStatus();
