@@ -131,15 +131,22 @@ bool UseAvx512Bf16Gemv() { return CpuHasAvx512() && !force_avx2.load(std::memory
 
 void ForceAvx2ForTesting(bool force) { force_avx2.store(force, std::memory_order_relaxed); }
 
-void SplitForAvx512(const float* x, int64_t m, int64_t k, float* xs) {
+MCSERVE_AVX512 void SplitForAvx512(const float* x, int64_t m, int64_t k, float* xs) {
   const int64_t ldx = Avx512Columns(k);
+  // Lane j of the even (odd) half takes element 2j (2j + 1) of the 32 loaded: indices ≥ 16 pick from hi.
+  const __m512i even_idx = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+  const __m512i odd_idx = _mm512_add_epi32(even_idx, _mm512_set1_epi32(1));
   for (int64_t i = 0; i < m; ++i) {
+    const float* row = x + i * k;
     for (int64_t c = 0; c < ldx; c += 32) {
-      for (int64_t j = 0; j < 16; ++j) {
-        const int64_t even = c + 2 * j, odd = even + 1;
-        xs[i * ldx + c + j] = even < k ? x[i * k + even] : 0.0f;
-        xs[i * ldx + c + 16 + j] = odd < k ? x[i * k + odd] : 0.0f;
-      }
+      // Columns past k load as zero (masked loads read nothing there).
+      const int64_t left = k - c;
+      const __mmask16 lo_mask = left >= 16 ? kAll16 : static_cast<__mmask16>((1u << left) - 1);
+      const __mmask16 hi_mask = left >= 32 ? kAll16 : left <= 16 ? 0 : static_cast<__mmask16>((1u << (left - 16)) - 1);
+      const __m512 lo = _mm512_maskz_loadu_ps(lo_mask, row + c);
+      const __m512 hi = _mm512_maskz_loadu_ps(hi_mask, row + c + 16);
+      _mm512_storeu_ps(xs + i * ldx + c, _mm512_permutex2var_ps(lo, even_idx, hi));
+      _mm512_storeu_ps(xs + i * ldx + c + 16, _mm512_permutex2var_ps(lo, odd_idx, hi));
     }
   }
 }

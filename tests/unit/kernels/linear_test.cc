@@ -142,6 +142,27 @@ TEST(LinearBf16PathsTest, Avx2AndAvx512KernelsBothMatchTheDoubleLoop) {
   internal::ForceAvx2ForTesting(false);
 }
 
+// SplitForAvx512's layout, element by element: each 32-column chunk as its 16 even then 16 odd
+// columns, zero past k, for k on and off the chunk and half-chunk edges.
+TEST(LinearBf16PathsTest, SplitForAvx512LaysOutEvenThenOddColumns) {
+  if (!internal::UseAvx512Bf16Gemv()) GTEST_SKIP() << "this CPU has no AVX-512F/BW: the split cannot run";
+  for (int64_t k : {1, 15, 16, 17, 31, 32, 33, 70}) {
+    const int64_t m = 3, ldx = internal::Avx512Columns(k);
+    std::vector<float> x(m * k), xs(m * ldx, -1.0f);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i + 1);
+    internal::SplitForAvx512(x.data(), m, k, xs.data());
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t c = 0; c < ldx; c += 32) {
+        for (int64_t j = 0; j < 16; ++j) {
+          const int64_t even = c + 2 * j, odd = even + 1;
+          EXPECT_EQ(xs[i * ldx + c + j], even < k ? x[i * k + even] : 0.0f) << "k " << k << " row " << i;
+          EXPECT_EQ(xs[i * ldx + c + 16 + j], odd < k ? x[i * k + odd] : 0.0f) << "k " << k << " row " << i;
+        }
+      }
+    }
+  }
+}
+
 // The GEMM (8 < m) has an AVX-512 kernel for F32 and BF16 weights up to m = 64 (gemm_avx512.h) and
 // OpenBLAS elsewhere (the forced-AVX2 path). Both meet the double loop with tails everywhere: m past
 // a multiple of 16 (one zmm of batch rows), n past the weight-row blocks (12, 8 or 6 rows, then 4
