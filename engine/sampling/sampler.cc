@@ -284,18 +284,20 @@ void Sampler::KeepNucleus(double total) {
 }
 
 SampledToken Sampler::Sample(std::span<const float> logits, std::span<const int32_t> banned) {
-  const int32_t n = static_cast<int32_t>(logits.size());
-  if (n == 0) return SampledToken{};
+  if (logits.empty()) return SampledToken{};
+  // The rows that can be picked: the tokenizer's ids (padding rows past them never are).
+  const std::span<const float> pickable = logits.first(std::min<size_t>(logits.size(), vocab_size_));
+  const int32_t n = static_cast<int32_t>(pickable.size());
   const bool adjusted = !params_.logit_bias.empty() || params_.repetition_penalty != 1.0f ||
                         params_.frequency_penalty != 0.0f || params_.presence_penalty != 0.0f;
   // Greedy with nothing that moves a logit: the raw logits' first maximum, read in place (MaxOf
   // ignores NaN, as the adjusted copy's −inf would be). When it is not banned it is also the first
   // maximum of the unbanned ones; when it is, the adjusted copy decides.
   const bool in_place = params_.temperature == 0.0f && !adjusted;
-  int32_t id = in_place ? FirstMaxIndex(logits) : -1;
+  int32_t id = in_place ? FirstMaxIndex(pickable) : -1;
   const bool picked_banned = id >= 0 && std::find(banned.begin(), banned.end(), id) != banned.end();
   if (!in_place || picked_banned) {
-    work_.assign(logits.begin(), logits.end());
+    work_.assign(pickable.begin(), pickable.end());
     ApplyAdjustments(banned);
     id = params_.temperature == 0.0f ? FirstMaxIndex(work_) : Draw();
   }
@@ -310,7 +312,7 @@ SampledToken Sampler::Sample(std::span<const float> logits, std::span<const int3
   SampledToken out;
   out.id = id;
   if (params_.logprobs == 0) return out;  // nobody reads it: skip the pass over the vocabulary
-  // Log-softmax of the raw logits (max-shifted; NaN counts as −inf).
+  // Log-softmax of the raw logits, every row (max-shifted; NaN counts as −inf).
   const float max_raw = MaxOf(logits);
   const double lse = max_raw > kNegInf ? max_raw + std::log(SumExp(logits, max_raw, scratch_)) : 0.0;
   const auto logprob = [&](int32_t i) {
@@ -319,7 +321,7 @@ SampledToken Sampler::Sample(std::span<const float> logits, std::span<const int3
   };
   out.logprob = logprob(id);
   if (params_.logprobs > 0) {
-    // Top-n by raw logit (ties to the lower id) with a bounded heap: O(vocab · log n).
+    // Top-n pickable ids by raw logit (ties to the lower id) with a bounded heap: O(vocab · log n).
     const int top_n = std::min(params_.logprobs, n);
     const auto better = [&](int32_t a, int32_t b) {
       const float la = std::isnan(logits[a]) ? kNegInf : logits[a];

@@ -48,14 +48,16 @@ struct SampledToken {
 
 class Sampler {
  public:
-  // InvalidArgument naming the bad parameter; logit_bias ids must be in [0, vocab_size).
+  // InvalidArgument naming the bad parameter; logit_bias ids must be in [0, vocab_size). Only ids
+  // below vocab_size (the tokenizer's) are ever picked or listed as alternatives; the logits may have
+  // more rows (a model's vocabulary padded past the tokenizer's), which still count in the logprobs.
   static absl::StatusOr<Sampler> Create(const SamplingParams& params, int vocab_size);
   // The prompt's ids (repetition penalty counts them, as vLLM does). Call once before sampling.
   void SetPrompt(std::span<const int32_t> prompt);
-  // Picks a token from logits [vocab]; `banned` ids can't be picked (min_tokens suppressing EOS /
-  // stop ids). Records the token as output (for the penalties). NaN logits count as −inf; if no
-  // token is left at all, the lowest id that is not banned. Cost O(vocab) per call plus
-  // O(nucleus log nucleus) for top-p; no full sort.
+  // Picks a token from logits [rows ≥ 1] among ids below min(rows, vocab_size); `banned` ids can't be
+  // picked (min_tokens suppressing EOS / stop ids). Records the token as output (for the penalties).
+  // NaN logits count as −inf; if no token is left at all, the lowest id that is not banned. Cost
+  // O(vocab) per call plus O(nucleus log nucleus) for top-p; no full sort.
   SampledToken Sample(std::span<const float> logits, std::span<const int32_t> banned = {});
 
  private:

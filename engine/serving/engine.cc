@@ -49,7 +49,6 @@ Engine::Engine(std::unique_ptr<ModelRunner> runner, const Tokenizer* tokenizer, 
               .max_prompt_tokens = options.max_prompt_tokens,
               .max_tokens_limit = options.max_tokens_limit,
               .max_positions = runner_->max_positions()} {
-  for (int32_t id = tokenizer->vocab_size(); id < vocab_size_; ++id) padding_ids_.push_back(id);
   counters_.slots_total = num_slots_;
 }
 
@@ -57,7 +56,7 @@ Engine::~Engine() { Shutdown(); }
 
 absl::StatusOr<std::shared_ptr<RequestHandle>> Engine::Submit(RequestSpec spec) {
   MCSERVE_RETURN_IF_ERROR(CheckRequest(spec, limits_));
-  MCSERVE_ASSIGN_OR_RETURN(Sampler sampler, Sampler::Create(spec.sampling, vocab_size_));
+  MCSERVE_ASSIGN_OR_RETURN(Sampler sampler, Sampler::Create(spec.sampling, limits_.vocab_size));
   sampler.SetPrompt(spec.prompt);
   MCSERVE_ASSIGN_OR_RETURN(OutputStream stream,
                            OutputStream::Create(tokenizer_, spec.stop, tokenizer_->eos_id(), spec.prompt));

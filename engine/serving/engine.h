@@ -155,7 +155,6 @@ class Engine {
   const int vocab_size_;
   const int64_t boundary_;
   const RequestLimits limits_;  // what Submit holds every request to (CheckRequest)
-  std::vector<int32_t> padding_ids_;  // ids the runner has but the tokenizer doesn't: never sampled
   const std::shared_ptr<LoopWaker> waker_ = std::make_shared<LoopWaker>();
   std::atomic<uint64_t> next_id_{1};
 

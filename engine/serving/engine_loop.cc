@@ -146,9 +146,7 @@ void Engine::CollectPromptLogprobs(Request* r, const SequenceChunk& chunk, std::
 }
 
 void Engine::EmitToken(Request* r, std::span<const float> logits) {
-  std::vector<int32_t> banned = r->stream.BannedIds();
-  banned.insert(banned.end(), padding_ids_.begin(), padding_ids_.end());
-  SampledToken tok = r->sampler.Sample(logits, banned);
+  SampledToken tok = r->sampler.Sample(logits, r->stream.BannedIds());
   absl::StatusOr<OutputStream::Delta> delta = r->stream.Push(tok.id);
   if (!delta.ok()) {
     Finish(r, FinalEvent(FinishReason::kError, delta.status()));

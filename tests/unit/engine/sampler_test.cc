@@ -443,5 +443,41 @@ TEST(SamplerTest, NanLogitsAndAllBannedFallBackSafely) {
   EXPECT_EQ(g.Sample(std::vector<float>{1.0f, -INFINITY, 2.0f}, banned).id, 1);
 }
 
+// A model's vocabulary padded past the tokenizer's: logits has rows for ids the tokenizer lacks.
+// Those are never picked (greedy in place or adjusted, drawn, the fallback) nor listed as
+// alternatives, yet still count in the log-softmax, as the raw distribution's rows.
+TEST(SamplerTest, IdsPastTheVocabularyAreNeverPicked) {
+  const int vocab = 4;
+  // ids 4..7 are padding, with the largest logits.
+  const std::vector<float> logits = {0.5f, 2.0f, 1.0f, -1.0f, 9.0f, 8.0f, 7.0f, 9.5f};
+  Sampler greedy = Make(Greedy(), vocab);
+  EXPECT_EQ(greedy.Sample(logits).id, 1);  // in place
+  SamplingParams biased = Greedy();
+  biased.logit_bias = {{2, 1.5f}};
+  EXPECT_EQ(Make(biased, vocab).Sample(logits).id, 2);  // the adjusted copy
+  SamplingParams drawn;
+  drawn.seed = 7;
+  Sampler d = Make(drawn, vocab);
+  for (int i = 0; i < 500; ++i) EXPECT_LT(d.Sample(logits).id, vocab);
+  // Every pickable id banned or −inf: the fallback stays inside the vocabulary.
+  const int32_t banned[] = {0, 1, 2};
+  const std::vector<float> dead = {-INFINITY, -INFINITY, -INFINITY, -INFINITY, 1.0f, 2.0f};
+  EXPECT_EQ(greedy.Sample(dead, banned).id, 3);
+  EXPECT_EQ(d.Sample(dead, banned).id, 3);
+  // Logprobs: alternatives are vocabulary ids; the normaliser is every row's.
+  SamplingParams lp = Greedy();
+  lp.logprobs = 3;
+  SampledToken t = Make(lp, vocab).Sample(logits);
+  double z = 0.0;
+  for (float x : logits) z += std::exp(static_cast<double>(x));
+  EXPECT_EQ(t.id, 1);
+  EXPECT_NEAR(t.logprob, 2.0 - std::log(z), 1e-5);
+  ASSERT_EQ(t.top.size(), 3u);
+  EXPECT_EQ(t.top[0].id, 1);
+  EXPECT_EQ(t.top[1].id, 2);
+  EXPECT_EQ(t.top[2].id, 0);
+  EXPECT_NEAR(t.top[2].logprob, 0.5 - std::log(z), 1e-5);
+}
+
 }  // namespace
 }  // namespace mcserve::engine
