@@ -6,9 +6,10 @@ batched decode at the same batch (build/bench/decode_bench: no scheduler, no pre
 or streaming — what the Engine costs on top); and the cold TTFT.
 
 Exports the ~10M-parameter gated DeltaNet of the reference (as bench/decode_bench.py does), then runs
-build/bench/serving_bench once per measurement (median of 3). Run with /usr/bin/python3:
+build/bench/serving_bench once per measurement, the Engine and the bare decode interleaved run by run
+(medians of --repeats, 5 by default). Run with /usr/bin/python3:
 
-    /usr/bin/python3 bench/serving_bench.py [--build build] [--threads 2] [--mc aggregation=grm ...]
+    /usr/bin/python3 bench/serving_bench.py [--build build] [--threads 2] [--repeats 5] [--mc aggregation=grm ...]
 """
 import argparse
 import json
@@ -22,17 +23,35 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "reference"))
 from export_fixtures import export_bench_model  # noqa: E402
 
 
-def run(binary, model_dir, threads, mc, *args, repeats=3, key):
-    """Median of `repeats` runs of one measurement (the machine is shared and noisy)."""
-    results = []
-    for _ in range(repeats):
-        cmd = [binary, "--model", model_dir, "--threads", str(threads), *args]
-        for m in mc:
-            cmd += ["--mc", m]
-        out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-        results.append(json.loads(out.strip().splitlines()[-1]))
-    results.sort(key=lambda r: r[key])
+def run_once(binary, model_dir, threads, mc, *args):
+    """One run of a measurement binary: its last line's JSON."""
+    cmd = [binary, "--model", model_dir, "--threads", str(threads), *args]
+    for m in mc:
+        cmd += ["--mc", m]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def median(results, key):
+    results = sorted(results, key=lambda r: r[key])
     return results[len(results) // 2]
+
+
+def run(binary, model_dir, threads, mc, *args, repeats, key):
+    """Median of `repeats` runs of one measurement (the machine is shared and noisy)."""
+    return median([run_once(binary, model_dir, threads, mc, *args) for _ in range(repeats)], key)
+
+
+def engine_and_bare(a, binary, decode, model, n):
+    """The Engine and the bare batched decode at n requests, interleaved run by run (a slow spell of the
+    machine hits both), medians of a.repeats each; bare is None with MC overrides (decode_bench has none)."""
+    engine, bare = [], []
+    for _ in range(a.repeats):
+        engine.append(run_once(binary, model, a.threads, a.mc, "--concurrency", str(n), "--prompt", str(a.prompt),
+                               "--generate", str(a.generate)))
+        if not a.mc:
+            bare.append(run_once(decode, model, a.threads, [], "--batch", str(n), "--steps", str(a.generate)))
+    return median(engine, "tokens_per_s"), median(bare, "tokens_per_s") if bare else None
 
 
 def main():
@@ -42,6 +61,7 @@ def main():
     ap.add_argument("--generate", type=int, default=64)
     ap.add_argument("--prompt", type=int, default=64)
     ap.add_argument("--mc", action="append", default=[], help="Memory Caching override field=value")
+    ap.add_argument("--repeats", type=int, default=5, help="runs of each measurement (medians)")
     a = ap.parse_args()
     binary = os.path.join(a.build, "bench", "serving_bench")
     with tempfile.TemporaryDirectory() as tmp:
@@ -50,13 +70,10 @@ def main():
         rows = []
         decode = os.path.join(a.build, "bench", "decode_bench")
         for n in (1, 2, 4, 8, 16, 32, 64):
-            r = run(binary, model, a.threads, a.mc, "--concurrency", str(n), "--prompt", str(a.prompt),
-                    "--generate", str(a.generate), key="tokens_per_s")
-            bare = run(decode, model, a.threads, [], "--batch", str(n), "--steps", str(a.generate),
-                       key="tokens_per_s") if not a.mc else None
+            r, bare = engine_and_bare(a, binary, decode, model, n)
             rows.append((n, r["tokens_per_s"], bare["tokens_per_s"] if bare else None))
         ttft = run(binary, model, a.threads, a.mc, "--mode", "ttft", "--prefix", "2048", "--prompt", "32",
-                   key="cached_s")
+                   repeats=a.repeats, key="cached_s")
     mc = ", MC " + " ".join(a.mc) if a.mc else ", no MC"
     print("gated DeltaNet, %.1fM parameters, %d threads%s; prompt %d, %d generated per request (greedy)"
           % (params / 1e6, a.threads, mc, a.prompt, a.generate))
