@@ -2,11 +2,13 @@
 // - m ≤ 8 (decode): a register-blocked GEMV that streams each weight row once and widens BF16/F16 on
 //   the fly (AVX2/F16C/FMA), threaded over output rows; BF16 weights run a 512-bit kernel instead
 //   where the CPU has AVX-512 (gemv_bf16_avx512.h).
+// - 16 ≤ m ≤ 64 with BF16 weights on a CPU with AMX: the AMX GEMM (gemm_amx.h), weights read in place as
+//   tiles, x split into three BF16 parts once per call, threaded over blocks of 32 output columns.
 // - 8 < m ≤ 64 with F32 or BF16 weights on an AVX-512 CPU: our GEMM (gemm_avx512.h), weights read in
 //   place (BF16 widened per L1 block), threaded over blocks of output columns.
 // - Otherwise (larger m, F16 weights, no AVX-512 or MCSERVE_CPU_ISA=avx2): OpenBLAS sgemm per thread on
 //   a column block, directly on F32 weights, on blocks of weight rows widened to F32 for BF16/F16.
-// LinearGroupCpu runs all items in one ParallelFor on the GEMV and AVX-512 GEMM paths, else one
+// LinearGroupCpu runs all items in one ParallelFor on the GEMV, AMX and AVX-512 GEMM paths, else one
 // Linear per item.
 #include <cblas.h>
 #include <immintrin.h>
@@ -20,6 +22,7 @@
 #include "kernels/core/tensor_data.h"
 #include "kernels/cpu/scratch.h"
 #include "kernels/cpu/thread_pool.h"
+#include "kernels/linear/gemm_amx.h"
 #include "kernels/linear/gemm_avx512.h"
 #include "kernels/linear/gemv_bf16_avx512.h"
 #include "kernels/linear/linear.h"
@@ -267,10 +270,35 @@ void GemmAvx512(const Context& ctx, int64_t m, const float* x, const typename W:
   });
 }
 
+// Whether m rows of x against BF16 weights run the AMX GEMM.
+bool OnAmx(int64_t m) { return m >= kGemmAmxMinRows && m <= kGemmAvx512MaxRows && UseAmxBf16Gemm(); }
+
+// x [m, k] packed for the AMX GEMM (PackForGemmAmx) in the thread's op scratch (every element written).
+const uint16_t* AmxInput(const float* x, int64_t m, int64_t k) {
+  const std::span<float> xp = cpu::OpScratchForOverwrite(static_cast<size_t>(GemmAmxPackedSize(m, k) + 1) / 2);
+  PackForGemmAmx(x, m, k, reinterpret_cast<uint16_t*>(xp.data()));
+  return reinterpret_cast<const uint16_t*>(xp.data());
+}
+
+// out[m, n] (+)= x[m, k] · w[n, k]ᵀ on AMX (OnAmx(m)): x packed once, blocks of 32 output columns
+// split over the pool.
+void GemmAmx(const Context& ctx, int64_t m, const float* x, const uint16_t* w, int64_t k, float* out, int64_t n,
+             bool accumulate) {
+  const GemmAmxArgs args{.xp = AmxInput(x, m, k), .m = m, .k = k, .n = n, .out = out, .accumulate = accumulate};
+  cpu::ThreadPool* pool = m * n * k >= kMinParallelMacs ? ctx.pool : nullptr;
+  const int64_t blocks = (n + kGemmAmxBlockRows - 1) / kGemmAmxBlockRows;
+  cpu::ParallelFor(pool, blocks, [&](int64_t b0, int64_t b1) {
+    GemmBf16Amx(args, w, b0 * kGemmAmxBlockRows, std::min(n, b1 * kGemmAmxBlockRows));
+  });
+}
+
 template <class W>
 void Run(const Context& ctx, int64_t m, const float* x, const typename W::T* w, int64_t k, float* out,
          int64_t n, bool accumulate) {
   if (m <= kGemvMaxRows) return Gemv<W>(ctx, m, x, w, k, out, n, accumulate);
+  if constexpr (std::is_same_v<W, Bf16W>) {
+    if (OnAmx(m)) return GemmAmx(ctx, m, x, w, k, out, n, accumulate);
+  }
   if constexpr (!std::is_same_v<W, F16W>) {
     if (m <= kGemmAvx512MaxRows && UseAvx512Bf16Gemv()) return GemmAvx512<W>(ctx, m, x, w, k, out, n, accumulate);
   }
@@ -305,15 +333,11 @@ bool GroupOnGemmAvx512(const LinearGroupArgs& args, int64_t m) {
                       [](const LinearGroupItem& item) { return item.w->dtype() == DType::kF16; });
 }
 
-// LinearGroupCpu on the AVX-512 GEMM: x [m, k] transposed once, every item's weight-row blocks one
-// after another in one ParallelFor (bit-equal to separate calls: a column's sum does not depend on
-// its block).
-void GroupGemmAvx512(const Context& ctx, const LinearGroupArgs& args) {
-  const Tensor& x = *args.x;
-  const int64_t m = x.dim(0), k = x.dim(1), rows = GemmAvx512BlockRows(m);
-  // Every lane is written by the transpose: no zeroing first.
-  const std::span<float> xt = cpu::OpScratchForOverwrite(static_cast<size_t>(k * GemmAvx512Lanes(m)));
-  TransposeForGemmAvx512(Data<float>(x), m, k, xt.data());
+// Runs fn(item, j0, j1) over every item's output columns [j0, j1) in blocks of `rows`, the items'
+// blocks one after another in one ParallelFor (bit-equal to separate calls: a column's sum does not
+// depend on its block).
+template <class Fn>
+void ForGroupBlocks(const Context& ctx, const LinearGroupArgs& args, int64_t m, int64_t k, int64_t rows, const Fn& fn) {
   int64_t blocks = 0, total = 0;
   for (const LinearGroupItem& item : args.items) {
     blocks += (item.w->dim(0) + rows - 1) / rows;
@@ -325,17 +349,43 @@ void GroupGemmAvx512(const Context& ctx, const LinearGroupArgs& args) {
     for (const LinearGroupItem& item : args.items) {
       const int64_t n = item.w->dim(0), count = (n + rows - 1) / rows;
       const int64_t lo = std::max(b0, first), hi = std::min(b1, first + count);
-      if (lo < hi) {
-        const GemmAvx512Args a{.xt = xt.data(), .m = m, .k = k, .n = n, .out = Data<float>(*item.out)};
-        const int64_t j0 = (lo - first) * rows, j1 = std::min(n, (hi - first) * rows);
-        if (item.w->dtype() == DType::kF32) {
-          GemmF32Avx512(a, Data<float>(*item.w), j0, j1);
-        } else {
-          GemmBf16Avx512(a, Data<uint16_t>(*item.w), j0, j1);
-        }
-      }
+      if (lo < hi) fn(item, (lo - first) * rows, std::min(n, (hi - first) * rows));
       first += count;
     }
+  });
+}
+
+// LinearGroupCpu on the AVX-512 GEMM: x [m, k] transposed once, then every item's weight-row blocks.
+void GroupGemmAvx512(const Context& ctx, const LinearGroupArgs& args) {
+  const Tensor& x = *args.x;
+  const int64_t m = x.dim(0), k = x.dim(1);
+  // Every lane is written by the transpose: no zeroing first.
+  const std::span<float> xt = cpu::OpScratchForOverwrite(static_cast<size_t>(k * GemmAvx512Lanes(m)));
+  TransposeForGemmAvx512(Data<float>(x), m, k, xt.data());
+  ForGroupBlocks(ctx, args, m, k, GemmAvx512BlockRows(m), [&](const LinearGroupItem& item, int64_t j0, int64_t j1) {
+    const GemmAvx512Args a{.xt = xt.data(), .m = m, .k = k, .n = item.w->dim(0), .out = Data<float>(*item.out)};
+    if (item.w->dtype() == DType::kF32) {
+      GemmF32Avx512(a, Data<float>(*item.w), j0, j1);
+    } else {
+      GemmBf16Avx512(a, Data<uint16_t>(*item.w), j0, j1);
+    }
+  });
+}
+
+// Whether a group with m rows of x runs GroupGemmAmx: OnAmx(m) and every item has BF16 weights.
+bool GroupOnAmx(const LinearGroupArgs& args, int64_t m) {
+  return OnAmx(m) && std::all_of(args.items.begin(), args.items.end(),
+                                 [](const LinearGroupItem& item) { return item.w->dtype() == DType::kBF16; });
+}
+
+// LinearGroupCpu on the AMX GEMM: x [m, k] packed once, then every item's blocks of 32 weight rows.
+void GroupGemmAmx(const Context& ctx, const LinearGroupArgs& args) {
+  const Tensor& x = *args.x;
+  const int64_t m = x.dim(0), k = x.dim(1);
+  const uint16_t* xp = AmxInput(Data<float>(x), m, k);
+  ForGroupBlocks(ctx, args, m, k, kGemmAmxBlockRows, [&](const LinearGroupItem& item, int64_t j0, int64_t j1) {
+    const GemmAmxArgs a{.xp = xp, .m = m, .k = k, .n = item.w->dim(0), .out = Data<float>(*item.out)};
+    GemmBf16Amx(a, Data<uint16_t>(*item.w), j0, j1);
   });
 }
 
@@ -344,6 +394,10 @@ void GroupGemmAvx512(const Context& ctx, const LinearGroupArgs& args) {
 absl::Status LinearGroupCpu(const Context& ctx, const LinearGroupArgs& args) {
   const Tensor& x = *args.x;
   const int64_t m = x.dim(0), k = x.dim(1);
+  if (k > 0 && GroupOnAmx(args, m)) {
+    GroupGemmAmx(ctx, args);
+    return absl::OkStatus();
+  }
   if (k > 0 && GroupOnGemmAvx512(args, m)) {
     GroupGemmAvx512(ctx, args);
     return absl::OkStatus();

@@ -89,8 +89,9 @@ TEST(LinearGroupTest, BitEqualToSeparateCallsThreaded) {
   ExpectGroupEqualsSeparate(17, 131, {301, 5, 77}, &pool2);
 }
 
-// At 8 < m ≤ 64 on AVX-512, groups without F16 weights run in one ParallelFor on the AVX-512 GEMM;
-// with AVX2 forced, one sgemm pass per item. Bit-equal to separate calls either way.
+// At 8 < m ≤ 64 on AVX-512, groups without F16 weights run in one ParallelFor on the AVX-512 GEMM
+// (all-BF16 groups from m = 16 on AMX where the CPU has it); with AVX2 forced, one sgemm pass per item.
+// Bit-equal to separate calls either way.
 TEST(LinearGroupTest, GemmGroupsWithoutF16BitEqualToSeparateCalls) {
   cpu::ThreadPool pool2(2);
   for (bool force_avx2 : {false, true}) {
@@ -99,6 +100,7 @@ TEST(LinearGroupTest, GemmGroupsWithoutF16BitEqualToSeparateCalls) {
     for (DType dtype : {DType::kF32, DType::kBF16}) {
       for (int64_t m : {9, 17, 33, 64}) ExpectGroupEqualsSeparate(m, 37, {7, 1, 19, 4, 33}, nullptr, dtype);
       ExpectGroupEqualsSeparate(33, 131, {301, 5, 77}, &pool2, dtype);
+      ExpectGroupEqualsSeparate(32, 256, {64, 32, 96}, &pool2, dtype);  // whole AMX tiles and column steps
     }
   }
   internal::ForceAvx2ForTesting(false);

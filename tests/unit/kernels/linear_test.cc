@@ -2,16 +2,19 @@
 // paths (AVX-512 and AVX2/OpenBLAS), threaded and not, accumulate, and argument validation.
 #include "kernels/linear/linear.h"
 
+#include <bit>
 #include <cmath>
 #include <memory>
 #include <random>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "random_inputs.h"
 #include "kernels/cpu/thread_pool.h"
+#include "kernels/linear/gemm_amx.h"
 #include "kernels/linear/gemv_bf16_avx512.h"
 #include "tests/unit/kernels/param_printers.h"
 
@@ -163,24 +166,40 @@ TEST(LinearBf16PathsTest, SplitForAvx512LaysOutEvenThenOddColumns) {
   }
 }
 
-// The GEMM (8 < m) has an AVX-512 kernel for F32 and BF16 weights up to m = 64 (gemm_avx512.h) and
-// OpenBLAS elsewhere (the forced-AVX2 path). Both meet the double loop with tails everywhere: m past
-// a multiple of 16 (one zmm of batch rows), n past the weight-row blocks (12, 8 or 6 rows, then 4
-// and 1), k past 16 and 32, and BF16 widening blocks (k = 269 widens 12 rows at a time).
-class LinearGemmPathsTest : public testing::TestWithParam<std::tuple<DType, bool>> {  // dtype, AVX-512
+// The GEMM (8 < m) has an AVX-512 kernel for F32 and BF16 weights up to m = 64 (gemm_avx512.h), an AMX
+// kernel for BF16 weights from m = 16 (gemm_amx.h), and OpenBLAS elsewhere (the forced-AVX2 path). Each
+// meets the double loop with tails everywhere: m past a multiple of 16 (one zmm of batch rows, one AMX
+// tile), n past the weight-row blocks (12, 8 or 6 rows, then 4 and 1; AMX's 16 and 32), k past 16 and
+// 32 (AMX's column step), and BF16 widening blocks (k = 269 widens 12 rows at a time).
+enum class GemmPath { kAvx2Forced, kAvx512, kAmx };
+
+std::string GemmPathName(const testing::TestParamInfo<std::tuple<DType, GemmPath>>& info) {
+  const GemmPath path = std::get<1>(info.param);
+  return std::string(DTypeName(std::get<0>(info.param))) +
+         (path == GemmPath::kAvx2Forced ? "_Avx2Forced" : path == GemmPath::kAvx512 ? "_Avx512" : "_Amx");
+}
+
+class LinearGemmPathsTest : public testing::TestWithParam<std::tuple<DType, GemmPath>> {
  protected:
-  void TearDown() override { internal::ForceAvx2ForTesting(false); }
+  void TearDown() override {
+    internal::ForceAvx2ForTesting(false);
+    internal::ForceNoAmxForTesting(false);
+  }
 };
 
 TEST_P(LinearGemmPathsTest, MatchesTheDoubleLoop) {
-  const auto [dtype, avx512] = GetParam();
-  internal::ForceAvx2ForTesting(!avx512);
-  if (avx512 && !internal::UseAvx512Bf16Gemv()) {
-    GTEST_SKIP() << "this CPU has no AVX-512F/BW (or MCSERVE_CPU_ISA=avx2): the AVX-512 GEMM cannot run";
+  const auto [dtype, path] = GetParam();
+  internal::ForceAvx2ForTesting(path == GemmPath::kAvx2Forced);
+  internal::ForceNoAmxForTesting(path != GemmPath::kAmx);
+  if (path != GemmPath::kAvx2Forced && !internal::UseAvx512Bf16Gemv()) {
+    GTEST_SKIP() << "this CPU has no AVX-512F/BW (or MCSERVE_CPU_ISA=avx2): the AVX-512 and AMX GEMMs cannot run";
+  }
+  if (path == GemmPath::kAmx && !internal::UseAmxBf16Gemm()) {
+    GTEST_SKIP() << "this CPU (or its kernel) offers no AMX-BF16, or MCSERVE_CPU_ISA=avx512: the AMX GEMM cannot run";
   }
   for (int64_t m : {9, 16, 17, 32, 33, 64}) {
     for (int64_t k : {1, 15, 33, 64, 269}) {
-      for (int64_t n : {3, 29}) {
+      for (int64_t n : {3, 29, 47}) {
         for (bool accumulate : {false, true}) RunCase(dtype, m, n, k, accumulate, nullptr);
       }
     }
@@ -189,14 +208,41 @@ TEST_P(LinearGemmPathsTest, MatchesTheDoubleLoop) {
   RunCase(dtype, 33, 301, 77, false, &pool2);
   RunCase(dtype, 17, 301, 269, true, &pool3);
   RunCase(dtype, 64, 157, 131, true, &pool3);
+  RunCase(dtype, 32, 160, 256, false, &pool2);  // whole tiles and column steps: weights read in place
 }
 
 INSTANTIATE_TEST_SUITE_P(F32AndBf16, LinearGemmPathsTest,
-                         testing::Combine(testing::Values(DType::kF32, DType::kBF16), testing::Bool()),
-                         [](const testing::TestParamInfo<std::tuple<DType, bool>>& info) {
-                           return std::string(DTypeName(std::get<0>(info.param))) +
-                                  (std::get<1>(info.param) ? "_Avx512" : "_Avx2Forced");
-                         });
+                         testing::Combine(testing::Values(DType::kF32, DType::kBF16),
+                                          testing::Values(GemmPath::kAvx2Forced, GemmPath::kAvx512, GemmPath::kAmx)),
+                         GemmPathName);
+
+// PackForGemmAmx's layout and split, element by element: part p of x[16b + j, 2c + t] at
+// [p][b][c][j][t], the three parts summing back to x (to F32's last bit here: |x| in [1, 2)), each a
+// BF16 value, zeros past m and k.
+TEST(LinearAmxTest, PackSplitsXIntoThreeBf16PartsInTileLayout) {
+  if (!internal::UseAmxBf16Gemm()) GTEST_SKIP() << "this CPU offers no AMX-BF16: the packing's kernel cannot run";
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(1.0f, 2.0f);
+  for (auto [m, k] : {std::pair<int64_t, int64_t>{16, 32}, {17, 33}, {33, 70}, {5, 1}}) {
+    std::vector<float> x(m * k);
+    for (float& v : x) v = rng() % 2 ? u(rng) : -u(rng);
+    std::vector<uint16_t> xp(internal::GemmAmxPackedSize(m, k), 0xffff);
+    internal::PackForGemmAmx(x.data(), m, k, xp.data());
+    const int64_t mp = (m + 15) / 16 * 16, kp = (k + 31) / 32 * 32;
+    ASSERT_EQ(static_cast<int64_t>(xp.size()), 3 * mp * kp);
+    for (int64_t i = 0; i < mp; ++i) {
+      for (int64_t c = 0; c < kp; ++c) {
+        float sum = 0.0f;
+        for (int p = 0; p < 3; ++p) {
+          const uint16_t bits = xp[((p * (mp / 16) + i / 16) * (kp / 2) + c / 2) * 32 + (i % 16) * 2 + c % 2];
+          sum += std::bit_cast<float>(static_cast<uint32_t>(bits) << 16);
+        }
+        const float want = i < m && c < k ? x[i * k + c] : 0.0f;
+        ASSERT_EQ(sum, want) << "m " << m << " k " << k << " at " << i << ", " << c;
+      }
+    }
+  }
+}
 
 TEST(LinearTest, RejectsBadArguments) {
   auto x = *Tensor::Zeros(DType::kF32, {2, 4}, Device::kCpu);
