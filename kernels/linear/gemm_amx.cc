@@ -174,7 +174,7 @@ MCSERVE_AMX void Block(const GemmAmxArgs& a, const WeightTiles (&wt)[2], const W
     }
     _tile_loadd(4, wt[0].base + s * kStep, wt[0].stride);
     if constexpr (NB == 2) _tile_loadd(5, wt[1].base + s * kStep, wt[1].stride);
-    const uint16_t* xs = a.xp + mb * block + s * kTile * kStep;  // 16 pair rows of 32 BF16
+    const uint16_t* xs = a.x + mb * block + s * kTile * kStep;  // 16 pair rows of 32 BF16
     for (int p = 0; p < kParts; ++p, xs += part) {
       _tile_loadd(6, xs, 64);
       if constexpr (MB == 2) _tile_loadd(7, xs + block, 64);

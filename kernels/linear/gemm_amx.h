@@ -10,6 +10,8 @@
 
 #include <cstdint>
 
+#include "kernels/linear/gemm_operands.h"
+
 namespace mcserve::kernels::internal {
 
 // The smallest m the AMX GEMM takes (one tile of batch rows); smaller batches run the GEMV/AVX-512 GEMM.
@@ -31,13 +33,8 @@ int64_t GemmAmxPackedSize(int64_t m, int64_t k);
 // (p, b, c2, j, t) = part p of x[16b + j, 2·c2 + t]; m and k padded with zeros to multiples of 16 and 32.
 void PackForGemmAmx(const float* x, int64_t m, int64_t k, uint16_t* xp);
 
-// One GEMM call's operands: xp from PackForGemmAmx (x [m, k]), out [m, n] (row stride n).
-struct GemmAmxArgs {
-  const uint16_t* xp = nullptr;
-  int64_t m = 0, k = 0, n = 0;
-  float* out = nullptr;
-  bool accumulate = false;
-};
+// One GEMM call's operands: x is PackForGemmAmx's xp (of x [m, k]).
+using GemmAmxArgs = GemmOperands<uint16_t>;
 
 // Output columns [j0, j1) with BF16 weights w [n, k] (bits); j0 a multiple of kGemmAmxBlockRows.
 // Weight blocks that end past n or k are copied zero-padded into cpu::ThreadScratch (so not inside

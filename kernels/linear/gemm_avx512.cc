@@ -33,7 +33,7 @@ MCSERVE_AVX512 void Tile(const GemmAvx512Args& a, const float* w, float* out, co
     for (int ib = 0; ib < NIB; ++ib) acc[ib][r] = _mm512_setzero_ps();
     if constexpr (HALF) acc_h[r] = _mm256_setzero_ps();
   }
-  const float* xt = a.xt;
+  const float* xt = a.x;
   for (int64_t c = 0; c < k; ++c, xt += kLanes) {
     _mm_prefetch(pf + c * pf_step, _MM_HINT_T0);
     __m512 xv[NIB];

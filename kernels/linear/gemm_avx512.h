@@ -9,6 +9,8 @@
 
 #include <cstdint>
 
+#include "kernels/linear/gemm_operands.h"
+
 namespace mcserve::kernels::internal {
 
 // The largest m the GEMM takes; larger batches go to OpenBLAS.
@@ -23,13 +25,8 @@ void TransposeForGemmAvx512(const float* x, int64_t m, int64_t k, float* xt);
 // Weight rows per block for m: output columns should be split among threads in multiples of this.
 int64_t GemmAvx512BlockRows(int64_t m);
 
-// One GEMM call's operands: xt from TransposeForGemmAvx512 (x [m, k]), out [m, n] (row stride n).
-struct GemmAvx512Args {
-  const float* xt = nullptr;
-  int64_t m = 0, k = 0, n = 0;
-  float* out = nullptr;
-  bool accumulate = false;
-};
+// One GEMM call's operands: x is TransposeForGemmAvx512's xt (of x [m, k]).
+using GemmAvx512Args = GemmOperands<float>;
 
 // Output columns [j0, j1) with F32 weights w [n, k]; 8 < m ≤ kGemmAvx512MaxRows. Call only where
 // UseAvx512Bf16Gemv().

@@ -257,7 +257,7 @@ void GemmAvx512(const Context& ctx, int64_t m, const float* x, const typename W:
   // Every lane is written by the transpose: no zeroing first.
   const std::span<float> xt = cpu::OpScratchForOverwrite(static_cast<size_t>(k * GemmAvx512Lanes(m)));
   TransposeForGemmAvx512(x, m, k, xt.data());
-  const GemmAvx512Args args{.xt = xt.data(), .m = m, .k = k, .n = n, .out = out, .accumulate = accumulate};
+  const GemmAvx512Args args{.x = xt.data(), .m = m, .k = k, .n = n, .out = out, .accumulate = accumulate};
   cpu::ThreadPool* pool = m * n * k >= kMinParallelMacs ? ctx.pool : nullptr;
   const int64_t rows = GemmAvx512BlockRows(m), blocks = (n + rows - 1) / rows;
   cpu::ParallelFor(pool, blocks, [&](int64_t b0, int64_t b1) {
@@ -284,7 +284,7 @@ const uint16_t* AmxInput(const float* x, int64_t m, int64_t k) {
 // split over the pool.
 void GemmAmx(const Context& ctx, int64_t m, const float* x, const uint16_t* w, int64_t k, float* out, int64_t n,
              bool accumulate) {
-  const GemmAmxArgs args{.xp = AmxInput(x, m, k), .m = m, .k = k, .n = n, .out = out, .accumulate = accumulate};
+  const GemmAmxArgs args{.x = AmxInput(x, m, k), .m = m, .k = k, .n = n, .out = out, .accumulate = accumulate};
   cpu::ThreadPool* pool = m * n * k >= kMinParallelMacs ? ctx.pool : nullptr;
   const int64_t blocks = (n + kGemmAmxBlockRows - 1) / kGemmAmxBlockRows;
   cpu::ParallelFor(pool, blocks, [&](int64_t b0, int64_t b1) {
@@ -363,7 +363,7 @@ void GroupGemmAvx512(const Context& ctx, const LinearGroupArgs& args) {
   const std::span<float> xt = cpu::OpScratchForOverwrite(static_cast<size_t>(k * GemmAvx512Lanes(m)));
   TransposeForGemmAvx512(Data<float>(x), m, k, xt.data());
   ForGroupBlocks(ctx, args, m, k, GemmAvx512BlockRows(m), [&](const LinearGroupItem& item, int64_t j0, int64_t j1) {
-    const GemmAvx512Args a{.xt = xt.data(), .m = m, .k = k, .n = item.w->dim(0), .out = Data<float>(*item.out)};
+    const GemmAvx512Args a{.x = xt.data(), .m = m, .k = k, .n = item.w->dim(0), .out = Data<float>(*item.out)};
     if (item.w->dtype() == DType::kF32) {
       GemmF32Avx512(a, Data<float>(*item.w), j0, j1);
     } else {
@@ -384,7 +384,7 @@ void GroupGemmAmx(const Context& ctx, const LinearGroupArgs& args) {
   const int64_t m = x.dim(0), k = x.dim(1);
   const uint16_t* xp = AmxInput(Data<float>(x), m, k);
   ForGroupBlocks(ctx, args, m, k, kGemmAmxBlockRows, [&](const LinearGroupItem& item, int64_t j0, int64_t j1) {
-    const GemmAmxArgs a{.xp = xp, .m = m, .k = k, .n = item.w->dim(0), .out = Data<float>(*item.out)};
+    const GemmAmxArgs a{.x = xp, .m = m, .k = k, .n = item.w->dim(0), .out = Data<float>(*item.out)};
     GemmBf16Amx(a, Data<uint16_t>(*item.w), j0, j1);
   });
 }
