@@ -12,6 +12,7 @@
 #include <span>
 
 #include "kernels/cpu/scratch.h"
+#include "kernels/linear/avx512_columns.h"
 #include "kernels/linear/gemv_bf16_avx512.h"
 
 namespace mcserve::kernels::internal {
@@ -89,11 +90,8 @@ MCSERVE_AVX512 void Transpose16x16(__m512i (&r)[16]) {
 
 // Part p of x's row [c, c + 32) (zeros past k) as 16 32-bit words, word i = the BF16 pair (2i, 2i + 1).
 MCSERVE_AVX512 inline __m512i PairWords(const float* row, int64_t k, int64_t c, int p) {
-  const int64_t left = k - c;
-  const __mmask16 lo_mask = left >= 16 ? kAll16 : static_cast<__mmask16>((1u << left) - 1);
-  const __mmask16 hi_mask = left >= 32 ? kAll16 : left <= 16 ? 0 : static_cast<__mmask16>((1u << (left - 16)) - 1);
-  const __m512 lo = Part(_mm512_maskz_loadu_ps(lo_mask, row + c), p);
-  const __m512 hi = Part(_mm512_maskz_loadu_ps(hi_mask, row + c + 16), p);
+  const Columns32 x32 = LoadColumns32(row, k, c);
+  const __m512 lo = Part(x32.lo, p), hi = Part(x32.hi, p);
   // The high 16 bits of each of the 32 floats, in order: elements 1, 3, ..., 63 of lo ++ hi.
   const __m512i odd_halves = _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33, 31, 29,
                                               27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);

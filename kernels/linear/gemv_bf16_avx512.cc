@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "kernels/cpu/in_register.h"
+#include "kernels/linear/avx512_columns.h"
 
 namespace mcserve::kernels::internal {
 namespace {
@@ -139,14 +140,9 @@ MCSERVE_AVX512 void SplitForAvx512(const float* x, int64_t m, int64_t k, float* 
   for (int64_t i = 0; i < m; ++i) {
     const float* row = x + i * k;
     for (int64_t c = 0; c < ldx; c += 32) {
-      // Columns past k load as zero (masked loads read nothing there).
-      const int64_t left = k - c;
-      const __mmask16 lo_mask = left >= 16 ? kAll16 : static_cast<__mmask16>((1u << left) - 1);
-      const __mmask16 hi_mask = left >= 32 ? kAll16 : left <= 16 ? 0 : static_cast<__mmask16>((1u << (left - 16)) - 1);
-      const __m512 lo = _mm512_maskz_loadu_ps(lo_mask, row + c);
-      const __m512 hi = _mm512_maskz_loadu_ps(hi_mask, row + c + 16);
-      _mm512_storeu_ps(xs + i * ldx + c, _mm512_permutex2var_ps(lo, even_idx, hi));
-      _mm512_storeu_ps(xs + i * ldx + c + 16, _mm512_permutex2var_ps(lo, odd_idx, hi));
+      const Columns32 x32 = LoadColumns32(row, k, c);  // zeros past k
+      _mm512_storeu_ps(xs + i * ldx + c, _mm512_permutex2var_ps(x32.lo, even_idx, x32.hi));
+      _mm512_storeu_ps(xs + i * ldx + c + 16, _mm512_permutex2var_ps(x32.lo, odd_idx, x32.hi));
     }
   }
 }
