@@ -33,6 +33,12 @@ inline Device DeviceUnderTest() {
 // that must agree bit for bit; a GPU has one (its own) schedule, so tests run once there.
 inline bool TwoSchedules() { return DeviceUnderTest() == Device::kCudaEmu; }
 
+// True when the device under test computes with the host's math: the emulator compiles the kernels
+// with the host compiler against the host's libm, so a per-element op can match the CPU bit for
+// bit. A GPU has CUDA's math library (expf, logf, log1pf within 1-2 ulp, not the same roundings)
+// and contracts a·b + c into one FMA, so there it matches only to within rounding.
+inline bool SameMathAsCpu() { return DeviceUnderTest() == Device::kCudaEmu; }
+
 // Runs `run` under the emulator's forward and then reversed schedule and returns both results, for
 // the caller to require them bit-identical; on a real GPU runs it once and returns that result twice.
 template <typename F>
