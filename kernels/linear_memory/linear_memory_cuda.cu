@@ -59,7 +59,11 @@ __device__ inline bool SequenceRows(const MemoryParams& p, int64_t b, int64_t* b
 
 // Launch: grid (B·Hs, ceil(V / kColumns)), block kColumns, static shared 3·kMaxK floats; thread =
 // value column blockIdx.y·kColumns + threadIdx.x of (sequence, state head) blockIdx.x.
-template <int kMaxK>
+// kExactK: K == kMaxK, a compile-time constant, so the step math's loops unroll and the column
+// stays in registers (else K ≤ kMaxK at run time, and the column lives in local memory). kRule ≥ 0:
+// the rule as a constant (LinearMemoryRule), so a rule without a per-column aux keeps no aux array;
+// -1: p.rule at run time.
+template <int kMaxK, bool kExactK, int kRule = -1>
 __global__ void __launch_bounds__(kColumns) LinearMemoryColumns(MemoryParams p) {
   __shared__ float q_s[kMaxK], k_s[kMaxK], a_s[kMaxK];
   const int64_t b = blockIdx.x / p.hs, h = blockIdx.x % p.hs;
@@ -67,7 +71,8 @@ __global__ void __launch_bounds__(kColumns) LinearMemoryColumns(MemoryParams p) 
   const bool active = j < p.vd;
   int64_t begin, end;
   if (!SequenceRows(p, b, &begin, &end)) return;  // uniform over the block
-  const int K = p.kd, V = p.vd;
+  const int K = kExactK ? kMaxK : p.kd, V = p.vd;
+  const LinearMemoryRule rule = kRule < 0 ? p.rule : static_cast<LinearMemoryRule>(kRule);
   const int64_t qh = h / (p.hs / p.hq), kh = h / (p.hs / p.hk), vh = h / (p.hs / p.hv);
   const int64_t slot = p.slots[b];
   if (slot < 0 || slot >= p.num_slots) {
@@ -86,11 +91,11 @@ __global__ void __launch_bounds__(kColumns) LinearMemoryColumns(MemoryParams p) 
   float scratch = 0.0f;
   if (active) {
     for (int i = 0; i < K; ++i) s[i] = S[static_cast<int64_t>(i) * V + j];
-    if (p.rule == LinearMemoryRule::kTitans) {
+    if (rule == LinearMemoryRule::kTitans) {
       for (int i = 0; i < K; ++i) a[i] = A[static_cast<int64_t>(i) * V + j];
     } else if (A != nullptr) {
       for (int i = 0; i < K; ++i) a[i] = A[i];
-      if (p.rule == LinearMemoryRule::kSwla) a[K] = A[K + j];
+      if (rule == LinearMemoryRule::kSwla) a[K] = A[K + j];
     }
   }
 
@@ -109,7 +114,7 @@ __global__ void __launch_bounds__(kColumns) LinearMemoryColumns(MemoryParams p) 
     const float vj = p.v[(t * p.hv + vh) * V + j];
     const int64_t th = t * p.hs + h;
     float o = 0.0f;
-    switch (p.rule) {
+    switch (rule) {
       case LinearMemoryRule::kAdditive:
         mcserve::kernels::AdditiveStep(s, q_s, k_s, &vj, at != nullptr ? a_s : nullptr, K, 1, &o);
         if (p.normalize) mcserve::kernels::NormalizeStep(a, q_s, k_s, K, 1, &o);
@@ -130,9 +135,9 @@ __global__ void __launch_bounds__(kColumns) LinearMemoryColumns(MemoryParams p) 
 
   if (!active) return;
   for (int i = 0; i < K; ++i) S[static_cast<int64_t>(i) * V + j] = s[i];
-  if (p.rule == LinearMemoryRule::kTitans) {
+  if (rule == LinearMemoryRule::kTitans) {
     for (int i = 0; i < K; ++i) A[static_cast<int64_t>(i) * V + j] = a[i];
-  } else if (p.rule == LinearMemoryRule::kSwla) {
+  } else if (rule == LinearMemoryRule::kSwla) {
     A[K + j] = a[K];  // v_prev[j]; k_prev is written by LinearMemoryKeyAux
   }
 }
@@ -191,10 +196,16 @@ absl::Status LinearMemoryCuda(const Context& ctx, const LinearMemoryArgs& args) 
   MCSERVE_ASSIGN_OR_RETURN(cudaStream_t stream, KernelStream());
   if (vd > 0) {
     const dim3 grid(heads, static_cast<unsigned>((vd + kColumns - 1) / kColumns));
-    auto* kernel = kd <= 32 ? &LinearMemoryColumns<32>
-                   : kd <= 64 ? &LinearMemoryColumns<64>
-                   : kd <= 128 ? &LinearMemoryColumns<128>
-                               : &LinearMemoryColumns<256>;
+    // The gated delta rule (gated DeltaNet) at K = 64 keeps its column in registers (168, no
+    // stack; ptxas -v, sm_90). Exact-K kernels for the rules with a per-column aux, or K = 128,
+    // spill more than the generic kernel's local arrays cost, so those stay generic.
+    const bool delta64 = args.rule == LinearMemoryRule::kGatedDelta && kd == 64;
+    constexpr int kDelta = static_cast<int>(LinearMemoryRule::kGatedDelta);
+    auto* kernel = delta64     ? &LinearMemoryColumns<64, true, kDelta>
+                   : kd <= 32  ? &LinearMemoryColumns<32, false>
+                   : kd <= 64  ? &LinearMemoryColumns<64, false>
+                   : kd <= 128 ? &LinearMemoryColumns<128, false>
+                               : &LinearMemoryColumns<256, false>;
     MCSERVE_LAUNCH(kernel, grid, kColumns, 0, stream)(p);
     MCSERVE_RETURN_IF_ERROR(::mcserve::kernels::MCSERVE_CUDA_NS::TakeLaunchStatus("LinearMemoryColumns"));
   }

@@ -171,6 +171,12 @@ TEST(LinearMemoryEmuTest, GatedDeltaWithAndWithoutDecay) {
   c.vd = 33;
   c.Randomize(4);
   CheckCase(c);
+  // K = 64: the kernel whose state column lives in registers (K a compile-time constant).
+  c.decay = true;
+  c.kd = 64;
+  c.vd = 70;  // two column blocks, the second partly idle
+  c.Randomize(10);
+  CheckCase(c);
 }
 
 TEST(LinearMemoryEmuTest, Swla) {
@@ -195,10 +201,12 @@ TEST(LinearMemoryEmuTest, Titans) {
 
 // A slot id outside the pool (only checked on the device): NaN outputs, pool untouched.
 TEST(LinearMemoryEmuTest, OutOfRangeSlotOnDeviceWritesNanAndKeepsState) {
-  for (LinearMemoryRule rule : {LinearMemoryRule::kSwla, LinearMemoryRule::kAdditive}) {
+  for (LinearMemoryRule rule : {LinearMemoryRule::kSwla, LinearMemoryRule::kAdditive, LinearMemoryRule::kGatedDelta}) {
     MemCase c;
     c.rule = rule;
     c.normalize = rule == LinearMemoryRule::kAdditive;
+    c.decay = rule == LinearMemoryRule::kGatedDelta;
+    if (rule == LinearMemoryRule::kGatedDelta) c.kd = 64;  // the register kernel's own NaN path
     c.vd = 8;
     c.Randomize(7);
     const std::vector<Call> calls = {{.lens = {2}, .slots = {5}, .seed = 9}};
