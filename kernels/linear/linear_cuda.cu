@@ -10,10 +10,11 @@
 // as the CPU backend's GEMV (linear_cpu.cc). Larger m goes to the runtime's Gemm (cuBLAS on a GPU,
 // OpenBLAS under the emulator), which widens 16-bit B once per call — amortised over m rows.
 //
-// GEMV launch shape: a segment of `width` consecutive lanes per output row, width = the smallest
-// power of two ≥ k/16, at most 32 (a short row gives each lane 8–16 elements instead of leaving lanes
-// idle, with fewer shuffles; a whole warp per row from k = 257 up); grid = ceil(n / (128 / width)) blocks of 128
-// threads, no shared memory. Lane l of a segment reads the row's elements in 16-byte vectors (4 F32
+// GEMV launch shape: a segment of `width` consecutive lanes per R output rows (R = 1 at m = 1, else
+// 4: the x vectors a lane loads serve R rows), width = the smallest power of two ≥ k/16, at most 32
+// (a short row gives each lane 8–16 elements instead of leaving lanes idle, with fewer shuffles; a
+// whole warp from k = 257 up); grid = ceil(n / (R·128 / width)) blocks of 128 threads, no shared
+// memory. Lane l of a segment reads each of its rows' elements in 16-byte vectors (4 F32
 // or 8 BF16/F16 elements) at l·V, l·V + width·V, ... when w, x and the row length allow it (k a
 // multiple of V and 16-byte-aligned bases), else element by element at l, l + width, ...; for each
 // weight it FMAs all m rows of x (read through the read-only cache) into m register accumulators,
@@ -76,50 +77,66 @@ struct HalfWeights {
 };
 
 // out[i, row] (+)= Σ_c x[i, c]·w[row, c] for i < M; a segment of `width` lanes (a power of two ≤ 32)
-// per output row (file comment). x: [M, k] F32; w: [n, k] of W::T; out: [M, n]. vec16: 16-byte loads
-// (k % W::kVec == 0 and x, w 16-byte aligned).
-template <class W, int M>
+// per R consecutive output rows (file comment). x: [M, k] F32; w: [n, k] of W::T; out: [M, n].
+// vec16: 16-byte loads (k % W::kVec == 0 and x, w 16-byte aligned). Each x vector a lane loads
+// serves its R rows, so x is read R times less often than the weights; a row past n re-reads row
+// n − 1 and writes nothing. Every row's sum is the one an R = 1 launch computes (same lanes, same
+// shuffle tree).
+template <class W, int M, int R>
 __global__ void __launch_bounds__(kGemvThreads)
     GemvKernel(const float* __restrict__ x, const typename W::T* __restrict__ w, int64_t k, int64_t n, int width,
                bool vec16, bool accumulate, float* __restrict__ out) {
-  const int sub = threadIdx.x % width;  // lane within the row's segment
-  const int64_t row = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / width;
-  // Rows past n still take part in the shuffles (full-warp masks) but load and store nothing.
-  const bool valid = row < n;
-  const typename W::T* wr = w + (valid ? row : 0) * k;
-  float acc[M];
-  for (int i = 0; i < M; ++i) acc[i] = 0.0f;
+  const int sub = threadIdx.x % width;  // lane within the rows' segment
+  const int64_t first = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / width * R;
+  // Segments wholly past n still take part in the shuffles (full-warp masks) but load and store nothing.
+  const bool valid = first < n;
+  const typename W::T* wr[R];
+  for (int r = 0; r < R; ++r) wr[r] = w + (first + r < n ? first + r : n - 1) * k;
+  float acc[R][M];
+  for (int r = 0; r < R; ++r) {
+    for (int i = 0; i < M; ++i) acc[r][i] = 0.0f;
+  }
   if (valid && vec16) {
     constexpr int V = W::kVec;
     for (int64_t c = static_cast<int64_t>(sub) * V; c < k; c += static_cast<int64_t>(width) * V) {
-      float wv[V];
-      W::Vec(wr, c, wv);
+      float wv[R][V];
+      for (int r = 0; r < R; ++r) W::Vec(wr[r], c, wv[r]);
       for (int i = 0; i < M; ++i) {
         const float* xr = x + i * k + c;
         for (int j = 0; j < V; j += 4) {
           const float4 xv = __ldg(reinterpret_cast<const float4*>(xr + j));
-          acc[i] = fmaf(xv.x, wv[j], acc[i]);
-          acc[i] = fmaf(xv.y, wv[j + 1], acc[i]);
-          acc[i] = fmaf(xv.z, wv[j + 2], acc[i]);
-          acc[i] = fmaf(xv.w, wv[j + 3], acc[i]);
+          for (int r = 0; r < R; ++r) {
+            acc[r][i] = fmaf(xv.x, wv[r][j], acc[r][i]);
+            acc[r][i] = fmaf(xv.y, wv[r][j + 1], acc[r][i]);
+            acc[r][i] = fmaf(xv.z, wv[r][j + 2], acc[r][i]);
+            acc[r][i] = fmaf(xv.w, wv[r][j + 3], acc[r][i]);
+          }
         }
       }
     }
   } else if (valid) {
     for (int64_t c = sub; c < k; c += width) {
-      const float wc = W::One(wr, c);
-      for (int i = 0; i < M; ++i) acc[i] = fmaf(__ldg(x + i * k + c), wc, acc[i]);
+      for (int i = 0; i < M; ++i) {
+        const float xc = __ldg(x + i * k + c);
+        for (int r = 0; r < R; ++r) acc[r][i] = fmaf(xc, W::One(wr[r], c), acc[r][i]);
+      }
     }
   }
   // xor offsets below `width` stay inside the segment; every lane of the warp takes part.
-  for (int i = 0; i < M; ++i) {
-    for (int offset = width / 2; offset > 0; offset >>= 1) acc[i] += __shfl_xor_sync(0xffffffffu, acc[i], offset);
+  for (int r = 0; r < R; ++r) {
+    for (int i = 0; i < M; ++i) {
+      for (int offset = width / 2; offset > 0; offset >>= 1) {
+        acc[r][i] += __shfl_xor_sync(0xffffffffu, acc[r][i], offset);
+      }
+    }
   }
-  if (!valid) return;
-  for (int i = 0; i < M; ++i) {
-    if (sub == i % width) {
-      float& o = out[i * n + row];
-      o = accumulate ? o + acc[i] : acc[i];
+  for (int r = 0; r < R; ++r) {
+    if (first + r >= n) return;
+    for (int i = 0; i < M; ++i) {
+      if (sub == (r * M + i) % width) {
+        float& o = out[i * n + first + r];
+        o = accumulate ? o + acc[r][i] : acc[r][i];
+      }
     }
   }
 }
@@ -133,15 +150,21 @@ int SegmentWidth(int64_t k) {
   return width;
 }
 
+// Rows per segment: one at m = 1 (one x row is cheap to re-read; measured at the copy's rate on an
+// H200), four from m = 2 (x is re-read a quarter as often: docs/cuda.md).
+template <int M>
+constexpr int kRowsPerSegment = M == 1 ? 1 : 4;
+
 template <class W, int M>
 absl::Status LaunchGemv(const float* x, const typename W::T* w, int64_t k, int64_t n, bool accumulate, float* out,
                         cudaStream_t stream) {
+  constexpr int R = kRowsPerSegment<M>;
   const bool vec16 = k % W::kVec == 0 && Aligned16(x) && Aligned16(w);
   const int width = SegmentWidth(k);
-  const int64_t rows_per_block = kGemvThreads / width;
+  const int64_t rows_per_block = kGemvThreads / width * R;
   const int64_t grid = (n + rows_per_block - 1) / rows_per_block;
   if (grid > 0x7fffffff) return absl::InvalidArgumentError(absl::StrCat("Linear: ", n, " output rows"));
-  auto* kernel = &GemvKernel<W, M>;
+  auto* kernel = &GemvKernel<W, M, R>;
   MCSERVE_LAUNCH(kernel, static_cast<unsigned>(grid), kGemvThreads, 0, stream)
   (x, w, k, n, width, vec16, accumulate, out);
   return ::mcserve::kernels::MCSERVE_CUDA_NS::TakeLaunchStatus("Linear GEMV");
