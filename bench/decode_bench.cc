@@ -10,6 +10,7 @@
 
 #include "absl/strings/numbers.h"
 #include "engine/runner/model.h"
+#include "kernels/core/device_runtime.h"
 
 namespace {
 
@@ -18,6 +19,7 @@ using mcserve::engine::SequenceChunk;
 
 struct Args {
   std::string model;
+  std::string device;  // cpu, cuda, cuda-emu; "" = cuda when a GPU is usable, else cpu
   int batch = 1, steps = 128, prefill = 16, threads = 0;
 };
 
@@ -26,6 +28,8 @@ bool ParseArgs(int argc, char** argv, Args* a) {
     const std::string key = argv[i], value = argv[i + 1];
     if (key == "--model") {
       a->model = value;
+    } else if (key == "--device") {
+      a->device = value;
     } else if (int* field = key == "--batch" ? &a->batch : key == "--steps" ? &a->steps
                             : key == "--prefill" ? &a->prefill : key == "--threads" ? &a->threads : nullptr) {
       if (!absl::SimpleAtoi(value, field)) return false;
@@ -41,10 +45,16 @@ bool ParseArgs(int argc, char** argv, Args* a) {
 int main(int argc, char** argv) {
   Args args;
   if (!ParseArgs(argc, argv, &args)) {
-    std::fprintf(stderr, "usage: decode_bench --model DIR [--batch B] [--steps N] [--prefill P] [--threads T]\n");
+    std::fprintf(stderr, "usage: decode_bench --model DIR [--batch B] [--steps N] [--prefill P] [--threads T] "
+                 "[--device cpu|cuda|cuda-emu]\n");
     return 2;
   }
-  auto model = Model::Load(args.model, {.num_threads = args.threads});
+  auto device = mcserve::kernels::DeviceFromName(args.device);
+  if (!device.ok()) {
+    std::fprintf(stderr, "decode_bench: %s\n", std::string(device.status().message()).c_str());
+    return 2;
+  }
+  auto model = Model::Load(args.model, {.device = *device, .num_threads = args.threads});
   if (!model.ok()) {
     std::fprintf(stderr, "decode_bench: %s\n", std::string(model.status().message()).c_str());
     return 1;
@@ -85,8 +95,8 @@ int main(int argc, char** argv) {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf(
       "{\"engine\": \"mcserve\", \"batch\": %d, \"steps\": %d, \"seconds\": %.4f, \"tokens_per_s\": %.1f, "
-      "\"state_bytes_per_request\": %lld}\n",
+      "\"state_bytes_per_request\": %lld, \"device\": \"%s\"}\n",
       args.batch, args.steps, seconds, args.batch * args.steps / seconds,
-      static_cast<long long>(pool->bytes_per_slot()));
+      static_cast<long long>(pool->bytes_per_slot()), mcserve::kernels::DeviceName(*device));
   return 0;
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Smoke test of a ceiling probe (cache_read_bench, sgemm_peak_bench): runs `BINARY ARGS...` and checks
+"""Smoke test of a ceiling probe (cache_read_bench, sgemm_peak_bench, cuda_kernel_bench): runs `BINARY ARGS...` and checks
 that it prints one JSON object whose `results` are non-empty with positive rates. Asserts no timing."""
 import json
 import subprocess
