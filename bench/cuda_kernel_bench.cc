@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <functional>
 #include <random>
 #include <string>
@@ -21,6 +20,7 @@
 #include "kernels/core/batch_layout.h"
 #include "kernels/core/context.h"
 #include "kernels/core/device_runtime.h"
+#include "kernels/core/dtype.h"
 #include "kernels/core/tensor.h"
 #include "kernels/core/tensor_data.h"
 #include "kernels/linear/linear.h"
@@ -71,7 +71,7 @@ T Take(absl::StatusOr<T> v, const char* what) {
   return *std::move(v);
 }
 
-// A device tensor of `dtype` holding uniform random values in [-scale, scale] (BF16 rounded).
+// A device tensor of `dtype` (F32 or BF16) holding uniform random values in [-scale, scale].
 Tensor RandomTensor(DType dtype, const Shape& shape, Device device, float scale, uint32_t seed) {
   Tensor t = Take(Tensor::Zeros(dtype, shape, device), "allocate");
   std::mt19937 rng(seed);
@@ -83,11 +83,7 @@ Tensor RandomTensor(DType dtype, const Shape& shape, Device device, float scale,
     Check(rt->CopyHostToDevice(mcserve::kernels::RawData(t), values.data(), t.nbytes()), "copy");
   } else {
     std::vector<uint16_t> bits(values.size());
-    for (size_t i = 0; i < values.size(); ++i) {
-      uint32_t u;
-      std::memcpy(&u, &values[i], sizeof u);
-      bits[i] = static_cast<uint16_t>(u >> 16);
-    }
+    for (size_t i = 0; i < values.size(); ++i) bits[i] = mcserve::kernels::F32ToBf16(values[i]);
     Check(rt->CopyHostToDevice(mcserve::kernels::RawData(t), bits.data(), t.nbytes()), "copy");
   }
   return t;
