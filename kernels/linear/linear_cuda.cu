@@ -116,9 +116,11 @@ __global__ void __launch_bounds__(kGemvThreads)
     }
   } else if (valid) {
     for (int64_t c = sub; c < k; c += width) {
+      float wc[R];
+      for (int r = 0; r < R; ++r) wc[r] = W::One(wr[r], c);
       for (int i = 0; i < M; ++i) {
         const float xc = __ldg(x + i * k + c);
-        for (int r = 0; r < R; ++r) acc[r][i] = fmaf(xc, W::One(wr[r], c), acc[r][i]);
+        for (int r = 0; r < R; ++r) acc[r][i] = fmaf(xc, wc[r], acc[r][i]);
       }
     }
   }
