@@ -19,7 +19,7 @@ using mcserve::engine::SequenceChunk;
 
 struct Args {
   std::string model;
-  std::string device;  // cpu, cuda, cuda-emu; "" = cuda when a GPU is usable, else cpu
+  std::string device = "cpu";  // cpu, cuda or cuda-emu
   int batch = 1, steps = 128, prefill = 16, threads = 0;
 };
 
