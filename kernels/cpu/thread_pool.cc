@@ -28,11 +28,6 @@ namespace {
 
 // How long a worker spins for the next loop before sleeping (~100 µs of pause instructions).
 constexpr int kSpinIterations = 2000;
-// Chunks per thread of a loop: enough for the running threads to take over a stalled one's share
-// (a worker that has not started leaves all its chunks to the caller), few enough that claiming them
-// stays cheap. 2 against 4: 1.09x BF16 and 1.01x F32 at batch 1, 1.04x at batch 32 (bench/README.md).
-constexpr int64_t kChunksPerThread = 2;
-
 // Block `index` of `parts` equal blocks of [0, n).
 std::pair<int64_t, int64_t> Block(int64_t n, int parts, int index) {
   int64_t base = n / parts, extra = n % parts;
@@ -76,17 +71,18 @@ ThreadPool::ThreadPool(int num_threads) {
   openblas_set_num_threads(1);
   blas_thread_shutdown_();
   if (num_threads <= 0) num_threads = std::max(1u, std::thread::hardware_concurrency());
+  lanes_ = std::make_unique<Lane[]>(num_threads);
   // Workers are running, their per-thread scratch made, when the constructor returns: nothing a
   // thread does on its first start lands inside a later loop.
   std::latch started(num_threads - 1);
   const std::vector<int> cpus = WorkerCpus(num_threads);
   for (int i = 0; i + 1 < num_threads; ++i) {
     const int cpu = cpus.empty() ? -1 : cpus[i];
-    workers_.emplace_back([this, &started, cpu] {
+    workers_.emplace_back([this, &started, cpu, lane = i + 1] {
       if (cpu >= 0) PinToCpu(cpu);
       ThreadScratch(0), OpScratch(0);
       started.count_down();
-      WorkerLoop();
+      WorkerLoop(lane);
     });
   }
   started.wait();
@@ -117,36 +113,43 @@ uint64_t ThreadPool::AwaitWork(uint64_t seen) {
   return job_.generation.load(std::memory_order_acquire);
 }
 
-int64_t ThreadPool::Claim(uint64_t generation) {
+int64_t ThreadPool::Lane::Claim(uint64_t generation) {
   const uint64_t tag = (generation & 0xffffffffu) << 32;
-  uint64_t word = claim_.load(std::memory_order_acquire);
-  // word = tag | chunks << 16 | next chunk: everything the claim needs is in the one word.
+  uint64_t word = claim.load(std::memory_order_acquire);
+  // word = tag | end << 16 | next chunk: everything the claim needs is in the one word.
   while ((word & ~uint64_t{0xffffffffu}) == tag && (word & 0xffffu) < ((word >> 16) & 0xffffu)) {
-    if (claim_.compare_exchange_weak(word, word + 1, std::memory_order_acq_rel, std::memory_order_acquire)) {
+    if (claim.compare_exchange_weak(word, word + 1, std::memory_order_acq_rel, std::memory_order_acquire)) {
       return static_cast<int64_t>(word & 0xffffu);
     }
   }
   return -1;
 }
 
-void ThreadPool::RunChunks(uint64_t generation) {
-  for (int64_t c = Claim(generation); c >= 0; c = Claim(generation)) {
-    auto [begin, end] = Block(job_.n, static_cast<int>(job_.chunks), static_cast<int>(c));
-    if (begin < end) (*job_.fn)(begin, end);
-    done_.fetch_add(1, std::memory_order_acq_rel);
+void ThreadPool::RunChunks(uint64_t generation, int own_lane) {
+  const int lanes = num_threads();
+  int64_t finished = 0;
+  for (int k = 0; k < lanes; ++k) {
+    Lane& lane = lanes_[(own_lane + k) % lanes];
+    for (int64_t c = lane.Claim(generation); c >= 0; c = lane.Claim(generation)) {
+      auto [begin, end] = Block(job_.n, static_cast<int>(job_.chunks), static_cast<int>(c));
+      if (begin < end) (*job_.fn)(begin, end);
+      ++finished;
+    }
   }
+  // Once per thread and loop, not per chunk: the caller waits on this line.
+  if (finished > 0) done_.fetch_add(finished, std::memory_order_acq_rel);
 }
 
-void ThreadPool::WorkerLoop() {
+void ThreadPool::WorkerLoop(int lane) {
   uint64_t seen = 0;
   while (true) {
     seen = AwaitWork(seen);
     if (stop_.load()) return;
-    RunChunks(seen);
+    RunChunks(seen, lane);
   }
 }
 
-void ThreadPool::ParallelFor(int64_t n, absl::FunctionRef<void(int64_t, int64_t)> fn) {
+void ThreadPool::ParallelFor(int64_t n, absl::FunctionRef<void(int64_t, int64_t)> fn, int chunks_per_thread) {
   if (n <= 0) return;
   if (workers_.empty() || n == 1) {
     fn(0, n);
@@ -154,18 +157,23 @@ void ThreadPool::ParallelFor(int64_t n, absl::FunctionRef<void(int64_t, int64_t)
   }
   job_.fn.emplace(fn);
   job_.n = n;
-  const int64_t chunks = std::min<int64_t>({n, num_threads() * kChunksPerThread, 0xffff});
+  const int64_t chunks = std::min<int64_t>({n, int64_t{num_threads()} * std::max(1, chunks_per_thread), 0xffff});
   job_.chunks = chunks;
   done_.store(0, std::memory_order_relaxed);
   const uint64_t generation = job_.generation.load(std::memory_order_relaxed) + 1;
-  claim_.store((generation & 0xffffffffu) << 32 | static_cast<uint64_t>(chunks) << 16, std::memory_order_release);
+  const uint64_t tag = (generation & 0xffffffffu) << 32;
+  for (int i = 0; i < num_threads(); ++i) {
+    auto [first, end] = Block(chunks, num_threads(), i);  // lane i's chunks: [first, end)
+    lanes_[i].claim.store(tag | static_cast<uint64_t>(end) << 16 | static_cast<uint64_t>(first),
+                          std::memory_order_release);
+  }
   // No lock to publish: see AwaitWork for why a worker going to sleep cannot miss this loop.
   job_.generation.store(generation);
   if (sleepers_.load() > 0) {
     std::lock_guard<std::mutex> lock(mu_);  // every counted sleeper is in its wait (or past it)
     work_cv_.notify_all();
   }
-  RunChunks(generation);
+  RunChunks(generation, /*own_lane=*/0);
   // Only chunks a worker claimed and is still running are left.
   for (int spin = 0; done_.load(std::memory_order_acquire) != chunks; ++spin) {
     if (spin < kSpinIterations) {
@@ -176,12 +184,13 @@ void ThreadPool::ParallelFor(int64_t n, absl::FunctionRef<void(int64_t, int64_t)
   }
 }
 
-void ParallelFor(ThreadPool* pool, int64_t n, absl::FunctionRef<void(int64_t, int64_t)> fn) {
+void ParallelFor(ThreadPool* pool, int64_t n, absl::FunctionRef<void(int64_t, int64_t)> fn,
+                 int chunks_per_thread) {
   if (pool == nullptr || n <= 1) {
     if (n > 0) fn(0, n);
     return;
   }
-  pool->ParallelFor(n, fn);
+  pool->ParallelFor(n, fn, chunks_per_thread);
 }
 
 }  // namespace mcserve::kernels::cpu

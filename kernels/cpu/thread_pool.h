@@ -1,14 +1,16 @@
 // A fixed pool of worker threads for the CPU backend's data-parallel loops. Workers spin briefly
 // after each loop before sleeping, so the back-to-back small loops of a decode step do not pay a
 // futex wake-up each (the decode targets of docs/architecture.md); an idle pool sleeps.
-// A loop is cut into a few chunks per thread that the caller and the workers claim from one atomic
-// counter: when the machine is loaded and a worker is not running, the caller does its share
-// instead of spinning on it.
+// A loop is cut into a few chunks per thread. Each thread first claims the chunks of its own lane (a
+// counter on its own cache line, so claiming them moves no line between cores), then takes what is
+// left in the other lanes: when the machine is loaded and a worker is not running, the caller does
+// its share instead of spinning on it, and a worker that started late is helped with its tail.
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -17,6 +19,13 @@
 #include "absl/functional/function_ref.h"
 
 namespace mcserve::kernels::cpu {
+
+// How many chunks per thread ParallelFor cuts a loop into. More chunks let the threads finish closer
+// together when one starts late (short loops: a batch-1 GEMV's is ~10 µs, and a worker's start lags
+// the caller's by up to ~1 µs); each chunk start costs a kernel its warm-up (a GEMM tile's prefetch).
+// 4 against 2 (owner-first lanes): batch-1 GEMV 1.04-1.07x; batch-32 GEMM 0.96-0.98x (bench/README.md).
+inline constexpr int kCoarseChunksPerThread = 2;  // the default
+inline constexpr int kFineChunksPerThread = 4;    // the memory-bound GEMV at m ≤ 8
 
 class ThreadPool {
  public:
@@ -32,16 +41,17 @@ class ThreadPool {
   // Runs fn(begin, end) over a partition of [0, n) into contiguous blocks and waits for all. Which
   // thread runs which block is not fixed. Not reentrant: call from one thread at a time (the
   // engine's engine loop thread).
-  void ParallelFor(int64_t n, absl::FunctionRef<void(int64_t, int64_t)> fn);
+  void ParallelFor(int64_t n, absl::FunctionRef<void(int64_t, int64_t)> fn,
+                   int chunks_per_thread = kCoarseChunksPerThread);
 
  private:
-  void WorkerLoop();
+  // Runs worker `lane` (1-based: lane 0 is the caller's) until the pool stops.
+  void WorkerLoop(int lane);
   // Waits until the job's generation differs from `seen` or the pool stops; returns the new generation.
   uint64_t AwaitWork(uint64_t seen);
-  // Claims and runs chunks of loop `generation` until none is left (or a newer loop started).
-  void RunChunks(uint64_t generation);
-  // The next unclaimed chunk of loop `generation`, or -1.
-  int64_t Claim(uint64_t generation);
+  // Claims and runs chunks of loop `generation`, its own lane's first, then the others', until none
+  // is left (or a newer loop started); then counts them done.
+  void RunChunks(uint64_t generation, int own_lane);
 
   // The current loop: what a worker reads once it sees a new generation, on one cache line with it.
   // Written by the caller before it publishes the generation; a chunk claimed means they are the
@@ -51,12 +61,18 @@ class ThreadPool {
     std::optional<absl::FunctionRef<void(int64_t, int64_t)>> fn;
     int64_t n = 0, chunks = 0;
   };
+  // One participant's run of the current loop's chunks: (generation mod 2^32) << 32 | end << 16 |
+  // next chunk, claimed by compare-and-swap, so a thread that wakes after its loop has moved on
+  // claims nothing. Its own cache line: its owner's claims stay in its owner's cache.
+  struct alignas(64) Lane {
+    std::atomic<uint64_t> claim{0};
+    // The next unclaimed chunk of loop `generation` in this lane, or -1.
+    int64_t Claim(uint64_t generation);
+  };
 
   std::vector<std::thread> workers_;
   Job job_;
-  // (generation mod 2^32) << 32 | chunks << 16 | next chunk: claimed by compare-and-swap, so a
-  // worker that wakes after its loop has moved on claims nothing. Its own cache line, as done_'s.
-  alignas(64) std::atomic<uint64_t> claim_{0};
+  std::unique_ptr<Lane[]> lanes_;  // [num_threads]: lane 0 the caller's, lane i worker i's
   alignas(64) std::atomic<int64_t> done_{0};  // chunks finished in the current loop
   alignas(64) std::mutex mu_;                 // held by a worker from counting itself asleep to waiting
   std::condition_variable work_cv_;
@@ -65,6 +81,7 @@ class ThreadPool {
 };
 
 // Runs fn over [0, n) on `pool`, or inline when pool is null or n is small.
-void ParallelFor(ThreadPool* pool, int64_t n, absl::FunctionRef<void(int64_t, int64_t)> fn);
+void ParallelFor(ThreadPool* pool, int64_t n, absl::FunctionRef<void(int64_t, int64_t)> fn,
+                 int chunks_per_thread = kCoarseChunksPerThread);
 
 }  // namespace mcserve::kernels::cpu

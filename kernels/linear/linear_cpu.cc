@@ -187,17 +187,17 @@ void Gemv(const Context& ctx, int64_t m, const float* x, const typename W::T* w,
   if constexpr (std::is_same_v<W, Bf16W>) {
     if (UseAvx512Bf16Gemv()) {
       const float* xs = Avx512Input(x, m, k);
-      cpu::ParallelFor(pool, n, [&](int64_t j0, int64_t j1) {
-        GemvBf16Avx512(m, xs, w, k, out, n, accumulate, j0, j1);
-      });
+      cpu::ParallelFor(
+          pool, n, [&](int64_t j0, int64_t j1) { GemvBf16Avx512(m, xs, w, k, out, n, accumulate, j0, j1); },
+          cpu::kFineChunksPerThread);
       return;
     }
   }
   const float* xs = x;
   if constexpr (std::is_same_v<W, Bf16W>) xs = EvenOddInput(x, m, k);
-  cpu::ParallelFor(pool, n, [&](int64_t j0, int64_t j1) {
-    GemvRangeDispatch<W>(m, x, xs, w, k, out, n, accumulate, j0, j1);
-  });
+  cpu::ParallelFor(
+      pool, n, [&](int64_t j0, int64_t j1) { GemvRangeDispatch<W>(m, x, xs, w, k, out, n, accumulate, j0, j1); },
+      cpu::kFineChunksPerThread);
 }
 
 // Widens rows of a BF16/F16 weight to F32; src, dst: [rows, k].
@@ -424,14 +424,17 @@ absl::Status LinearGroupCpu(const Context& ctx, const LinearGroupArgs& args) {
   }
   // Rows [0, total) are the items' output rows one after another; each block runs its share of each.
   cpu::ThreadPool* pool = m * total * k >= kMinParallelMacs ? ctx.pool : nullptr;
-  cpu::ParallelFor(pool, total, [&](int64_t j0, int64_t j1) {
-    int64_t first = 0;
-    for (const LinearGroupItem& item : args.items) {
-      const int64_t n = item.w->dim(0), lo = std::max(j0, first), hi = std::min(j1, first + n);
-      if (lo < hi) GroupItemRange(item, m, xp, xs, x512, k, lo - first, hi - first);
-      first += n;
-    }
-  });
+  cpu::ParallelFor(
+      pool, total,
+      [&](int64_t j0, int64_t j1) {
+        int64_t first = 0;
+        for (const LinearGroupItem& item : args.items) {
+          const int64_t n = item.w->dim(0), lo = std::max(j0, first), hi = std::min(j1, first + n);
+          if (lo < hi) GroupItemRange(item, m, xp, xs, x512, k, lo - first, hi - first);
+          first += n;
+        }
+      },
+      cpu::kFineChunksPerThread);
   return absl::OkStatus();
 }
 

@@ -19,16 +19,19 @@ namespace mcserve::kernels::cpu {
 namespace {
 
 // Runs ParallelFor over [0, n) and checks each index is visited exactly once with begin < end.
-void ExpectCoversOnce(ThreadPool* pool, int64_t n) {
+void ExpectCoversOnce(ThreadPool* pool, int64_t n, int chunks_per_thread = kCoarseChunksPerThread) {
   std::vector<std::atomic<int>> hits(n);
   std::atomic<int> empty_calls{0};
-  ParallelFor(pool, n, [&](int64_t begin, int64_t end) {
-    if (begin >= end || begin < 0 || end > n) {
-      empty_calls++;
-      return;
-    }
-    for (int64_t i = begin; i < end; ++i) hits[i]++;
-  });
+  ParallelFor(
+      pool, n,
+      [&](int64_t begin, int64_t end) {
+        if (begin >= end || begin < 0 || end > n) {
+          empty_calls++;
+          return;
+        }
+        for (int64_t i = begin; i < end; ++i) hits[i]++;
+      },
+      chunks_per_thread);
   EXPECT_EQ(empty_calls.load(), 0) << "n=" << n;
   for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << "index " << i << " of " << n;
 }
@@ -37,7 +40,9 @@ TEST(ThreadPoolTest, CoversEachIndexExactlyOnce) {
   for (int threads : {1, 2, 3, 4, 7}) {
     ThreadPool pool(threads);
     EXPECT_EQ(pool.num_threads(), threads);
-    for (int64_t n : {0, 1, 2, 3, 5, 6, 7, 8, 13, 64, 1000, 100003}) ExpectCoversOnce(&pool, n);
+    for (int64_t n : {0, 1, 2, 3, 5, 6, 7, 8, 13, 64, 1000, 100003}) {
+      for (int chunks : {1, kCoarseChunksPerThread, kFineChunksPerThread, 16}) ExpectCoversOnce(&pool, n, chunks);
+    }
   }
 }
 
@@ -80,6 +85,25 @@ TEST(ThreadPoolTest, TheCallerTakesOverAStalledWorkersShare) {
   });
   EXPECT_EQ(total.load(), n);
   EXPECT_GT(by_caller.load(), n / 2);
+}
+
+TEST(ThreadPoolTest, AWorkerTakesOverTheCallersTailWhenTheCallerIsSlow) {
+  // Each thread claims its own lane's chunks first, then the others': a caller slowed in every chunk
+  // it runs (descheduled, or a slower core) leaves the rest of its lane to the worker.
+  ThreadPool pool(2);
+  const int64_t n = 64;
+  const std::thread::id caller = std::this_thread::get_id();
+  std::atomic<int64_t> by_worker{0}, total{0};
+  ParallelFor(
+      &pool, n,
+      [&](int64_t begin, int64_t end) {
+        if (std::this_thread::get_id() == caller) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        if (std::this_thread::get_id() != caller) by_worker += end - begin;
+        total += end - begin;
+      },
+      kFineChunksPerThread);
+  EXPECT_EQ(total.load(), n);
+  EXPECT_GT(by_worker.load(), n / 2);
 }
 
 TEST(ThreadPoolTest, ReusableManyTimes) {
