@@ -72,7 +72,7 @@ absl::StatusOr<std::vector<FeedForwardLevel>> BindFeedForward(const ModelConfig&
 
 absl::Status RunFeedForward(const kernels::Context& ctx, std::span<const FeedForwardLevel> levels, float eps,
                             Tensor& h) {
-  MCSERVE_ASSIGN_OR_RETURN(Tensor normed, NewF32(ctx, h.shape()));  // [T, H]
+  MCSERVE_ASSIGN_OR_RETURN(Tensor normed, NewF32ForOverwrite(ctx, h.shape()));  // [T, H]
   for (const FeedForwardLevel& level : levels) {
     MCSERVE_RETURN_IF_ERROR(level.norm.Apply(ctx, h, eps, normed));
     // up (and SwiGLU's gate) as one grouped GEMM: [T, I] each.

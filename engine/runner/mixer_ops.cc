@@ -17,10 +17,14 @@ absl::StatusOr<Tensor> NewF32(const Context& ctx, kernels::Shape shape) {
   return Tensor::Zeros(kernels::DType::kF32, std::move(shape), ctx.device);
 }
 
+absl::StatusOr<Tensor> NewF32ForOverwrite(const Context& ctx, kernels::Shape shape) {
+  return Tensor::ForOverwrite(kernels::DType::kF32, std::move(shape), ctx.device);
+}
+
 absl::StatusOr<Tensor> BroadcastRows(const Context& ctx, const Tensor& vec, int64_t rows) {
   MCSERVE_ASSIGN_OR_RETURN(Tensor table, vec.Reshape({1, vec.numel()}));
   MCSERVE_ASSIGN_OR_RETURN(Tensor zeros, Tensor::Zeros(kernels::DType::kI32, {rows}, ctx.device));
-  MCSERVE_ASSIGN_OR_RETURN(Tensor out, NewF32(ctx, {rows, vec.numel()}));
+  MCSERVE_ASSIGN_OR_RETURN(Tensor out, NewF32ForOverwrite(ctx, {rows, vec.numel()}));
   MCSERVE_RETURN_IF_ERROR(kernels::GatherRows(ctx, {.table = &table, .ids = &zeros, .out = &out}));
   return out;
 }
@@ -37,7 +41,7 @@ absl::StatusOr<Tensor> ExpandHeads(const Context& ctx, const Tensor& x, int64_t 
   }
   MCSERVE_ASSIGN_OR_RETURN(Tensor ids_t, Tensor::FromHostI32(ids, {t * heads}, ctx.device));
   MCSERVE_ASSIGN_OR_RETURN(Tensor table, x.Reshape({t * h, d}));
-  MCSERVE_ASSIGN_OR_RETURN(Tensor out, NewF32(ctx, {t * heads, d}));
+  MCSERVE_ASSIGN_OR_RETURN(Tensor out, NewF32ForOverwrite(ctx, {t * heads, d}));
   MCSERVE_RETURN_IF_ERROR(kernels::GatherRows(ctx, {.table = &table, .ids = &ids_t, .out = &out}));
   return out.Reshape({t, heads, d});
 }
@@ -46,7 +50,7 @@ absl::StatusOr<Tensor> GatherRows(const Context& ctx, const Tensor& t, std::span
   const int64_t width = t.dim(0) == 0 ? 0 : t.numel() / t.dim(0), m = static_cast<int64_t>(rows.size());
   MCSERVE_ASSIGN_OR_RETURN(Tensor ids, Tensor::FromHostI32(rows, {m}, ctx.device));
   MCSERVE_ASSIGN_OR_RETURN(Tensor table, t.Reshape({t.dim(0), width}));
-  MCSERVE_ASSIGN_OR_RETURN(Tensor out, NewF32(ctx, {m, width}));
+  MCSERVE_ASSIGN_OR_RETURN(Tensor out, NewF32ForOverwrite(ctx, {m, width}));
   MCSERVE_RETURN_IF_ERROR(kernels::GatherRows(ctx, {.table = &table, .ids = &ids, .out = &out}));
   kernels::Shape shape = t.shape();
   shape[0] = m;
@@ -54,7 +58,7 @@ absl::StatusOr<Tensor> GatherRows(const Context& ctx, const Tensor& t, std::span
 }
 
 absl::StatusOr<Tensor> Project(const Context& ctx, const Tensor& x, const Tensor& w) {
-  MCSERVE_ASSIGN_OR_RETURN(Tensor out, NewF32(ctx, {x.dim(0), w.dim(0)}));
+  MCSERVE_ASSIGN_OR_RETURN(Tensor out, NewF32ForOverwrite(ctx, {x.dim(0), w.dim(0)}));
   MCSERVE_RETURN_IF_ERROR(kernels::Linear(ctx, {.x = &x, .w = &w, .out = &out}));
   return out;
 }
@@ -65,7 +69,7 @@ absl::StatusOr<kernels::TensorList> ProjectMany(const Context& ctx, const Tensor
   outs.reserve(weights.size());  // the items point into it: no reallocation below
   absl::InlinedVector<kernels::LinearGroupItem, 8> items;
   for (const Tensor* w : weights) {
-    MCSERVE_ASSIGN_OR_RETURN(Tensor out, NewF32(ctx, {x.dim(0), w->dim(0)}));
+    MCSERVE_ASSIGN_OR_RETURN(Tensor out, NewF32ForOverwrite(ctx, {x.dim(0), w->dim(0)}));
     outs.push_back(std::move(out));
     items.push_back({.w = w, .out = &outs.back()});
   }
@@ -105,7 +109,7 @@ absl::StatusOr<Tensor> ConvProjection::RunProjected(const Context& ctx, Tensor p
     }
     return projected;
   }
-  MCSERVE_ASSIGN_OR_RETURN(Tensor out, NewF32(ctx, projected.shape()));
+  MCSERVE_ASSIGN_OR_RETURN(Tensor out, NewF32ForOverwrite(ctx, projected.shape()));
   MCSERVE_RETURN_IF_ERROR(kernels::ShortConv(ctx, {.x = &projected, .weight = &*conv, .silu = conv_silu,
                                                    .layout = layout, .state = &state.at(state_name),
                                                    .out = &out}));

@@ -20,6 +20,9 @@ namespace mcserve::engine {
 
 // A new zero F32 tensor on the context's device.
 absl::StatusOr<kernels::Tensor> NewF32(const kernels::Context& ctx, kernels::Shape shape);
+// A new F32 tensor whose contents are unspecified (Tensor::ForOverwrite), for the output of the op
+// that the caller runs next and that writes it whole (a projection, a norm, a gather, the short conv).
+absl::StatusOr<kernels::Tensor> NewF32ForOverwrite(const kernels::Context& ctx, kernels::Shape shape);
 
 // vec [n] repeated as rows → [rows, n].
 absl::StatusOr<kernels::Tensor> BroadcastRows(const kernels::Context& ctx, const kernels::Tensor& vec,

@@ -132,7 +132,7 @@ absl::StatusOr<StatePool> Model::NewStatePool(int num_slots, const CheckpointSto
 
 absl::Status Model::RunBlock(const Block& b, Tensor& h, const MixerBatch& batch, LayerState& state) const {
   const float eps = config_.norm_eps;
-  MCSERVE_ASSIGN_OR_RETURN(Tensor normed, NewF32(ctx_, h.shape()));  // [T, H]
+  MCSERVE_ASSIGN_OR_RETURN(Tensor normed, NewF32ForOverwrite(ctx_, h.shape()));  // [T, H]
   MCSERVE_RETURN_IF_ERROR(b.attn_norm.Apply(ctx_, h, eps, normed));
   if (b.adaptive) MCSERVE_RETURN_IF_ERROR(SaveRows(b, "cms_last_x", h, batch, state));
   MCSERVE_ASSIGN_OR_RETURN(Tensor mixed, NewF32(ctx_, h.shape()));
@@ -207,7 +207,7 @@ absl::StatusOr<Tensor> Model::ForwardBatch(std::span<const SequenceChunk> chunks
   batch.checkpoints = &pool.checkpoints();
   MCSERVE_RETURN_IF_ERROR(kernels::ValidateBatchLayout(batch.layout, t, pool.num_slots()));
 
-  MCSERVE_ASSIGN_OR_RETURN(Tensor h, NewF32(ctx_, {t, config_.hidden_size}));  // residual stream
+  MCSERVE_ASSIGN_OR_RETURN(Tensor h, NewF32ForOverwrite(ctx_, {t, config_.hidden_size}));  // residual stream
   MCSERVE_RETURN_IF_ERROR(kernels::GatherRows(ctx_, {.table = &embeddings_, .ids = &ids_t, .out = &h}));
   if (positions_) MCSERVE_RETURN_IF_ERROR(positions_->Add(ctx_, batch, h));
   for (size_t i = 0; i < blocks_.size(); ++i) {
@@ -234,7 +234,7 @@ absl::StatusOr<Tensor> Model::ForwardArmt(std::span<const SequenceChunk> chunks,
 absl::StatusOr<Tensor> Model::Logits(const Tensor& h, std::span<const int32_t> rows) const {
   const int64_t n = static_cast<int64_t>(rows.size());
   MCSERVE_ASSIGN_OR_RETURN(Tensor rows_t, Tensor::FromHostI32(rows, {n}, ctx_.device));
-  MCSERVE_ASSIGN_OR_RETURN(Tensor last, NewF32(ctx_, {n, config_.hidden_size}));
+  MCSERVE_ASSIGN_OR_RETURN(Tensor last, NewF32ForOverwrite(ctx_, {n, config_.hidden_size}));
   MCSERVE_RETURN_IF_ERROR(kernels::GatherRows(ctx_, {.table = &h, .ids = &rows_t, .out = &last}));
   MCSERVE_RETURN_IF_ERROR(final_norm_.Apply(ctx_, last, config_.norm_eps, last));
   return Project(ctx_, last, lm_head_);

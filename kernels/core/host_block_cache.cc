@@ -11,6 +11,15 @@ constexpr size_t kAlignment = 64;
 
 thread_local HostBlockCache* current_cache = nullptr;
 
+// Whether kUnspecified blocks are poisoned (MCSERVE_POISON_FOR_OVERWRITE=1), read once.
+bool PoisonForOverwrite() {
+  static const bool poison = [] {
+    const char* env = std::getenv("MCSERVE_POISON_FOR_OVERWRITE");
+    return env != nullptr && std::strcmp(env, "1") == 0;
+  }();
+  return poison;
+}
+
 size_t RoundedSize(size_t nbytes) {
   const size_t rounded = (nbytes + kAlignment - 1) / kAlignment * kAlignment;
   return rounded == 0 ? kAlignment : rounded;
@@ -26,7 +35,7 @@ std::shared_ptr<void> AllocateHostBlock(size_t nbytes) {
   return std::shared_ptr<void>(p, [](void* q) { std::free(q); });
 }
 
-std::shared_ptr<void> HostBlockCache::Acquire(size_t nbytes) {
+std::shared_ptr<void> HostBlockCache::Acquire(size_t nbytes, Fill fill) {
   const size_t rounded = RoundedSize(nbytes);
   if (rounded > limits_.max_block_bytes) return nullptr;
   SizeClass& c = classes_[rounded];
@@ -37,7 +46,11 @@ std::shared_ptr<void> HostBlockCache::Acquire(size_t nbytes) {
     if (c.blocks[at].use_count() != 1) continue;
     std::atomic_thread_fence(std::memory_order_acquire);  // the last user's writes happen before ours
     c.next = at + 1 == n ? 0 : at + 1;
-    std::memset(c.blocks[at].get(), 0, rounded);
+    if (fill == Fill::kZeros) {
+      std::memset(c.blocks[at].get(), 0, rounded);
+    } else if (PoisonForOverwrite()) {
+      std::memset(c.blocks[at].get(), 0xff, rounded);
+    }
     return c.blocks[at];
   }
   if (total_bytes_ + rounded > limits_.max_total_bytes) return nullptr;

@@ -1,7 +1,7 @@
 // HostBlockCache: reuses the host buffers of the tensors a loop makes and drops on every iteration (a
 // decode step makes a few hundred), so that the steady state allocates nothing. A block is free again
-// when the cache holds its only reference; Tensor::Zeros on the CPU takes blocks from the cache
-// installed on its thread (Scope), and allocates as before where none is.
+// when the cache holds its only reference; Tensor::Zeros and Tensor::ForOverwrite on the CPU take
+// blocks from the cache installed on its thread (Scope), and allocate as before where none is.
 #pragma once
 
 #include <cstddef>
@@ -25,9 +25,18 @@ class HostBlockCache {
   HostBlockCache(const HostBlockCache&) = delete;
   HostBlockCache& operator=(const HostBlockCache&) = delete;
 
-  // A zeroed, 64-byte-aligned block of at least `nbytes` bytes; null when the request is over the
-  // limits (the caller allocates on its own) or the allocation fails. From the owning thread only.
-  std::shared_ptr<void> Acquire(size_t nbytes);
+  // What a reused block holds when it is handed out.
+  enum class Fill {
+    kZeros,
+    // Whatever its last user left (an op's output that the op writes whole): no memset. Filled with
+    // 0xff bytes (NaN as floats) instead when MCSERVE_POISON_FOR_OVERWRITE=1 (every unit test sets
+    // it), so a read before the write shows.
+    kUnspecified,
+  };
+  // A 64-byte-aligned block of at least `nbytes` bytes, filled as `fill` says (a new block is zeroed
+  // either way); null when the request is over the limits (the caller allocates on its own) or the
+  // allocation fails. From the owning thread only.
+  std::shared_ptr<void> Acquire(size_t nbytes, Fill fill = Fill::kZeros);
 
   // Bytes of every block the cache holds, free or in use. From the owning thread only.
   size_t cached_bytes() const { return total_bytes_; }

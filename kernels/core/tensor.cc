@@ -24,10 +24,11 @@ absl::StatusOr<std::shared_ptr<void>> AllocateDevice(Device device, int64_t nbyt
   return storage;
 }
 
-// Host storage of `nbytes` bytes, zeroed: from the thread's HostBlockCache where one is installed.
-absl::StatusOr<std::shared_ptr<void>> AllocateHost(int64_t nbytes) {
+// Host storage of `nbytes` bytes, zeroed (or as `fill` says when it is a block reused from the
+// thread's HostBlockCache, where one is installed).
+absl::StatusOr<std::shared_ptr<void>> AllocateHost(int64_t nbytes, HostBlockCache::Fill fill) {
   if (HostBlockCache* cache = HostBlockCache::Current()) {
-    if (std::shared_ptr<void> block = cache->Acquire(static_cast<size_t>(nbytes))) return block;
+    if (std::shared_ptr<void> block = cache->Acquire(static_cast<size_t>(nbytes), fill)) return block;
   }
   std::shared_ptr<void> block = AllocateHostBlock(static_cast<size_t>(nbytes));
   if (block == nullptr) return absl::ResourceExhaustedError(absl::StrCat("cannot allocate ", nbytes, " bytes"));
@@ -88,6 +89,14 @@ std::string ShapeString(const Shape& shape) { return absl::StrCat("[", absl::Str
 void* RawData(const Tensor& t) { return t.data_; }
 
 absl::StatusOr<Tensor> Tensor::Zeros(DType dtype, Shape shape, Device device) {
+  return Allocate(dtype, std::move(shape), device, HostBlockCache::Fill::kZeros);
+}
+
+absl::StatusOr<Tensor> Tensor::ForOverwrite(DType dtype, Shape shape, Device device) {
+  return Allocate(dtype, std::move(shape), device, HostBlockCache::Fill::kUnspecified);
+}
+
+absl::StatusOr<Tensor> Tensor::Allocate(DType dtype, Shape shape, Device device, HostBlockCache::Fill fill) {
   for (int64_t d : shape) {
     if (d < 0) return absl::InvalidArgumentError(absl::StrCat("negative dimension in ", ShapeString(shape)));
   }
@@ -95,7 +104,7 @@ absl::StatusOr<Tensor> Tensor::Zeros(DType dtype, Shape shape, Device device) {
   t.dtype_ = dtype;
   t.device_ = device;
   t.shape_ = std::move(shape);
-  auto storage = device == Device::kCpu ? AllocateHost(t.nbytes()) : AllocateDevice(device, t.nbytes());
+  auto storage = device == Device::kCpu ? AllocateHost(t.nbytes(), fill) : AllocateDevice(device, t.nbytes());
   if (!storage.ok()) return storage.status();
   t.data_ = storage->get();
   t.owner_ = std::move(*storage);

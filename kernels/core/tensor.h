@@ -12,6 +12,7 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
 #include "kernels/core/dtype.h"
+#include "kernels/core/host_block_cache.h"
 
 namespace mcserve::kernels {
 
@@ -29,6 +30,10 @@ class Tensor {
 
   // Allocates a zero-filled tensor on `device`.
   static absl::StatusOr<Tensor> Zeros(DType dtype, Shape shape, Device device);
+  // Allocates a tensor whose contents are unspecified, for an op's output that the op writes whole
+  // before anything reads it: a host block reused from the thread's HostBlockCache is not zeroed
+  // (HostBlockCache::Fill::kUnspecified); otherwise as Zeros.
+  static absl::StatusOr<Tensor> ForOverwrite(DType dtype, Shape shape, Device device);
   // Wraps read-only host memory (e.g. an mmapped weight) kept alive by `owner`; no copy.
   static Tensor WrapHost(const void* data, DType dtype, Shape shape, std::shared_ptr<const void> owner);
   // Copies host floats into a new F32 tensor on `device`.
@@ -64,6 +69,8 @@ class Tensor {
 
  private:
   friend void* RawData(const Tensor& t);
+  // Zeros and ForOverwrite: host blocks filled as `fill` says, device memory zeroed.
+  static absl::StatusOr<Tensor> Allocate(DType dtype, Shape shape, Device device, HostBlockCache::Fill fill);
   std::shared_ptr<const void> owner_;  // keeps storage alive
   void* data_ = nullptr;
   DType dtype_ = DType::kF32;

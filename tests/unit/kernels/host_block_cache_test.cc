@@ -1,7 +1,10 @@
 // HostBlockCache: a dropped tensor's buffer comes back zeroed to the next request of its size; a buffer
-// still referenced is never handed out; the limits are kept; without a Scope nothing is cached.
+// still referenced is never handed out; the limits are kept; without a Scope nothing is cached. One
+// asked for overwrite keeps what its last user left, or is poisoned under MCSERVE_POISON_FOR_OVERWRITE=1.
 #include "kernels/core/host_block_cache.h"
 
+#include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 #include "gtest/gtest.h"
@@ -25,6 +28,35 @@ TEST(HostBlockCacheTest, AReleasedBlockComesBackZeroed) {
   const unsigned char* bytes = static_cast<const unsigned char*>(again.get());
   for (int i = 0; i < 128; ++i) ASSERT_EQ(bytes[i], 0) << i;
   EXPECT_EQ(cache.cached_bytes(), 128u);
+}
+
+TEST(HostBlockCacheTest, ABlockForOverwriteIsNotZeroedButPoisonedInTests) {
+  // ctest runs every unit test with MCSERVE_POISON_FOR_OVERWRITE=1 (cmake/McserveTest.cmake).
+  const char* env = std::getenv("MCSERVE_POISON_FOR_OVERWRITE");
+  const bool poisoned = env != nullptr && std::strcmp(env, "1") == 0;
+  HostBlockCache cache;
+  {
+    std::shared_ptr<void> fresh = cache.Acquire(256, HostBlockCache::Fill::kUnspecified);
+    const unsigned char* bytes = static_cast<const unsigned char*>(fresh.get());
+    for (int i = 0; i < 256; ++i) ASSERT_EQ(bytes[i], 0) << i;  // a new block is zeroed either way
+    std::memset(fresh.get(), 0x5a, 256);
+  }
+  std::shared_ptr<void> again = cache.Acquire(256, HostBlockCache::Fill::kUnspecified);
+  const unsigned char* bytes = static_cast<const unsigned char*>(again.get());
+  for (int i = 0; i < 256; ++i) ASSERT_EQ(bytes[i], poisoned ? 0xff : 0x5a) << i;
+}
+
+TEST(HostBlockCacheTest, ATensorForOverwriteReadsAsNaNInTests) {
+  const char* env = std::getenv("MCSERVE_POISON_FOR_OVERWRITE");
+  if (env == nullptr || std::strcmp(env, "1") != 0) GTEST_SKIP() << "run under ctest (poisoning on)";
+  HostBlockCache cache;
+  const HostBlockCache::Scope scope(&cache);
+  { ASSERT_TRUE(Tensor::Zeros(DType::kF32, {4, 8}, Device::kCpu).ok()); }  // one block, now free
+  absl::StatusOr<Tensor> t = Tensor::ForOverwrite(DType::kF32, {4, 8}, Device::kCpu);
+  ASSERT_TRUE(t.ok());
+  absl::StatusOr<std::vector<float>> values = t->ToHostF32();
+  ASSERT_TRUE(values.ok());
+  for (float v : *values) ASSERT_TRUE(std::isnan(v));
 }
 
 TEST(HostBlockCacheTest, ABlockStillHeldIsNeverHandedOut) {
