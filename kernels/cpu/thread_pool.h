@@ -21,8 +21,8 @@
 namespace mcserve::kernels::cpu {
 
 // How many chunks per thread ParallelFor cuts a loop into. More chunks let the threads finish closer
-// together when one starts late (short loops: a batch-1 GEMV's is ~10 µs, and a worker's start lags
-// the caller's: the caller waited ~1.5 µs a loop); each chunk start costs a kernel its warm-up (a GEMM tile's prefetch).
+// together when one starts late (a batch-1 GEMV's loop is ~10 µs; the caller waited ~1.5 µs a loop
+// for the worker's last chunk); each chunk start costs a kernel its warm-up (a GEMM tile's prefetch).
 // With owner-first lanes, 8 against 2 gained 1.12x at F32 batch 1 and 4 against 8 tied; 4 everywhere
 // against 2 cost batch 32 (the GEMM) a few percent (bench/README.md, "Owner-first lanes").
 inline constexpr int kCoarseChunksPerThread = 2;  // the default
