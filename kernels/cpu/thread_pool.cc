@@ -28,6 +28,9 @@ namespace {
 
 // How long a worker spins for the next loop before sleeping (~100 µs of pause instructions).
 constexpr int kSpinIterations = 2000;
+// A lane word's top half: the loop's generation mod 2^32 (Lane).
+uint64_t GenerationTag(uint64_t generation) { return (generation & 0xffffffffu) << 32; }
+
 // Block `index` of `parts` equal blocks of [0, n).
 std::pair<int64_t, int64_t> Block(int64_t n, int parts, int index) {
   int64_t base = n / parts, extra = n % parts;
@@ -114,7 +117,7 @@ uint64_t ThreadPool::AwaitWork(uint64_t seen) {
 }
 
 int64_t ThreadPool::Lane::Claim(uint64_t generation) {
-  const uint64_t tag = (generation & 0xffffffffu) << 32;
+  const uint64_t tag = GenerationTag(generation);
   uint64_t word = claim.load(std::memory_order_acquire);
   // word = tag | end << 16 | next chunk: everything the claim needs is in the one word.
   while ((word & ~uint64_t{0xffffffffu}) == tag && (word & 0xffffu) < ((word >> 16) & 0xffffu)) {
@@ -161,7 +164,7 @@ void ThreadPool::ParallelFor(int64_t n, absl::FunctionRef<void(int64_t, int64_t)
   job_.chunks = chunks;
   done_.store(0, std::memory_order_relaxed);
   const uint64_t generation = job_.generation.load(std::memory_order_relaxed) + 1;
-  const uint64_t tag = (generation & 0xffffffffu) << 32;
+  const uint64_t tag = GenerationTag(generation);
   for (int i = 0; i < num_threads(); ++i) {
     auto [first, end] = Block(chunks, num_threads(), i);  // lane i's chunks: [first, end)
     lanes_[i].claim.store(tag | static_cast<uint64_t>(end) << 16 | static_cast<uint64_t>(first),
