@@ -11,6 +11,7 @@
 #include <cstring>
 #include <span>
 
+#include "kernels/cpu/isa.h"
 #include "kernels/cpu/scratch.h"
 #include "kernels/linear/avx512_columns.h"
 #include "kernels/linear/gemv_bf16_avx512.h"
@@ -208,7 +209,7 @@ MCSERVE_AMX void BatchBlocks(const GemmAmxArgs& a, const WeightTiles (&wt)[2], c
 }  // namespace
 
 bool UseAmxBf16Gemm() {
-  return !force_no_amx.load(std::memory_order_relaxed) && UseAvx512Bf16Gemv() && CpuHasAmx();
+  return !force_no_amx.load(std::memory_order_relaxed) && cpu::UseAvx512() && CpuHasAmx();
 }
 
 void ForceNoAmxForTesting(bool force) { force_no_amx.store(force, std::memory_order_relaxed); }

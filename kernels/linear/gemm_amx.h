@@ -4,7 +4,7 @@
 // F32's 24 bits) laid out as AMX wants them (PackForGemmAmx); TDPBF16PS multiplies each part with the
 // exact BF16 weights and accumulates in F32, so the sums keep F32 accuracy (only their order differs
 // from the AVX-512 kernel's). Chosen at run time: the CPU has AMX-TILE and AMX-BF16, Linux grants the
-// process its tile data (arch_prctl), the AVX-512 kernels are allowed (UseAvx512Bf16Gemv), and
+// process its tile data (arch_prctl), the AVX-512 kernels are allowed (cpu::UseAvx512), and
 // MCSERVE_CPU_ISA is not "avx512" (which keeps AVX-512 without AMX). Any thread.
 #pragma once
 

@@ -3,7 +3,7 @@
 // call to xt [k, lanes] so 16 batch rows share one zmm (8 share a ymm at the end); each weight element
 // is broadcast and multiplied into every batch row by F32 FMAs. BF16 weights are widened exactly to
 // F32 a block of rows at a time into an L1-sized thread buffer; x stays F32. Chosen at run time like
-// the BF16 GEMV (UseAvx512Bf16Gemv: the CPU has AVX-512F/BW, MCSERVE_CPU_ISA is not "avx2", no test
+// the BF16 GEMV (cpu::UseAvx512: the CPU has AVX-512F/BW, MCSERVE_CPU_ISA is not "avx2", no test
 // forced AVX2). Any thread.
 #pragma once
 
@@ -29,11 +29,11 @@ int64_t GemmAvx512BlockRows(int64_t m);
 using GemmAvx512Args = GemmOperands<float>;
 
 // Output columns [j0, j1) with F32 weights w [n, k]; 8 < m ≤ kGemmAvx512MaxRows. Call only where
-// UseAvx512Bf16Gemv().
+// cpu::UseAvx512().
 void GemmF32Avx512(const GemmAvx512Args& a, const float* w, int64_t j0, int64_t j1);
 
 // Output columns [j0, j1) with BF16 weights w [n, k] (bits), widened into cpu::ThreadScratch (so not
-// inside another user of it); 8 < m ≤ kGemmAvx512MaxRows. Call only where UseAvx512Bf16Gemv().
+// inside another user of it); 8 < m ≤ kGemmAvx512MaxRows. Call only where cpu::UseAvx512().
 void GemmBf16Avx512(const GemmAvx512Args& a, const uint16_t* w, int64_t j0, int64_t j1);
 
 }  // namespace mcserve::kernels::internal

@@ -2,10 +2,6 @@
 
 #include <immintrin.h>
 
-#include <atomic>
-#include <cstdlib>
-#include <cstring>
-
 #include "kernels/cpu/in_register.h"
 #include "kernels/linear/avx512_columns.h"
 
@@ -18,18 +14,6 @@ namespace {
 // uninitialised vector.
 constexpr __mmask16 kAll16 = 0xffff;
 constexpr __mmask8 kAll8 = 0xff;
-
-std::atomic<bool> force_avx2{false};
-
-bool CpuHasAvx512() {
-  static const bool has = [] {
-    const char* isa = std::getenv("MCSERVE_CPU_ISA");
-    if (isa != nullptr && std::strcmp(isa, "avx2") == 0) return false;
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
-  }();
-  return has;
-}
 
 // One 32-element step at column c: each weight row's 32 BF16 values widen exactly to F32 as its even
 // elements (shift) and odd ones (mask), multiplied with x's even/odd halves of that chunk (xs) by
@@ -127,10 +111,6 @@ MCSERVE_AVX512 void Range(const float* xs, const uint16_t* w, int64_t k, float* 
 }
 
 }  // namespace
-
-bool UseAvx512Bf16Gemv() { return CpuHasAvx512() && !force_avx2.load(std::memory_order_relaxed); }
-
-void ForceAvx2ForTesting(bool force) { force_avx2.store(force, std::memory_order_relaxed); }
 
 MCSERVE_AVX512 void SplitForAvx512(const float* x, int64_t m, int64_t k, float* xs) {
   const int64_t ldx = Avx512Columns(k);

@@ -9,12 +9,6 @@
 
 namespace mcserve::kernels::internal {
 
-// Whether the BF16 GEMV runs on AVX-512: the CPU has AVX-512F/BW, MCSERVE_CPU_ISA is not "avx2" (read
-// once), and no test forced the AVX2 path.
-bool UseAvx512Bf16Gemv();
-// Tests: true forces the AVX2 path, false restores the run-time choice. Not while a GEMV runs.
-void ForceAvx2ForTesting(bool force);
-
 // Columns of one row of the kernel's input: k rounded up to a multiple of 32.
 inline int64_t Avx512Columns(int64_t k) { return (k + 31) / 32 * 32; }
 
@@ -23,7 +17,7 @@ inline int64_t Avx512Columns(int64_t k) { return (k + 31) / 32 * 32; }
 void SplitForAvx512(const float* x, int64_t m, int64_t k, float* xs);
 
 // Output columns [j0, j1) of out[m, n] (+)= x[m, k] · w[n, k]ᵀ with x as SplitForAvx512 gives it
-// and w [n, k] BF16 bits; 1 ≤ m ≤ 8. Call only where UseAvx512Bf16Gemv().
+// and w [n, k] BF16 bits; 1 ≤ m ≤ 8. Call only where cpu::UseAvx512().
 void GemvBf16Avx512(int64_t m, const float* xs, const uint16_t* w, int64_t k, float* out, int64_t n,
                     bool accumulate, int64_t j0, int64_t j1);
 

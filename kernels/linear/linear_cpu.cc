@@ -20,6 +20,7 @@
 
 #include "base/status_macros.h"
 #include "kernels/core/tensor_data.h"
+#include "kernels/cpu/isa.h"
 #include "kernels/cpu/scratch.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/linear/gemm_amx.h"
@@ -185,7 +186,7 @@ void Gemv(const Context& ctx, int64_t m, const float* x, const typename W::T* w,
           int64_t n, bool accumulate) {
   cpu::ThreadPool* pool = m * n * k >= kMinParallelMacs ? ctx.pool : nullptr;
   if constexpr (std::is_same_v<W, Bf16W>) {
-    if (UseAvx512Bf16Gemv()) {
+    if (cpu::UseAvx512()) {
       const float* xs = Avx512Input(x, m, k);
       cpu::ParallelFor(
           pool, n, [&](int64_t j0, int64_t j1) { GemvBf16Avx512(m, xs, w, k, out, n, accumulate, j0, j1); },
@@ -300,7 +301,7 @@ void Run(const Context& ctx, int64_t m, const float* x, const typename W::T* w, 
     if (OnAmx(m)) return GemmAmx(ctx, m, x, w, k, out, n, accumulate);
   }
   if constexpr (!std::is_same_v<W, F16W>) {
-    if (m <= kGemmAvx512MaxRows && UseAvx512Bf16Gemv()) return GemmAvx512<W>(ctx, m, x, w, k, out, n, accumulate);
+    if (m <= kGemmAvx512MaxRows && cpu::UseAvx512()) return GemmAvx512<W>(ctx, m, x, w, k, out, n, accumulate);
   }
   Gemm<W>(ctx, m, x, w, k, out, n, accumulate);
 }
@@ -328,7 +329,7 @@ void GroupItemRange(const LinearGroupItem& item, int64_t m, const float* x, cons
 // Whether a group with m rows of x runs GroupGemmAvx512: kGemvMaxRows < m ≤ kGemmAvx512MaxRows, the
 // CPU runs AVX-512 and no item has F16 weights.
 bool GroupOnGemmAvx512(const LinearGroupArgs& args, int64_t m) {
-  if (m <= kGemvMaxRows || m > kGemmAvx512MaxRows || !UseAvx512Bf16Gemv()) return false;
+  if (m <= kGemvMaxRows || m > kGemmAvx512MaxRows || !cpu::UseAvx512()) return false;
   return std::none_of(args.items.begin(), args.items.end(),
                       [](const LinearGroupItem& item) { return item.w->dtype() == DType::kF16; });
 }
@@ -417,7 +418,7 @@ absl::Status LinearGroupCpu(const Context& ctx, const LinearGroupArgs& args) {
     any_bf16 = any_bf16 || item.w->dtype() == DType::kBF16;
   }
   const float* x512 = nullptr;
-  if (any_bf16 && UseAvx512Bf16Gemv()) {
+  if (any_bf16 && cpu::UseAvx512()) {
     x512 = Avx512Input(xp, m, k);
   } else if (any_bf16) {
     xs = EvenOddInput(xp, m, k);

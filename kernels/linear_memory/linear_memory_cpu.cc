@@ -1,15 +1,22 @@
 // CPU LinearMemory: tasks are (sequence, state head) pairs run in parallel; the tokens of one
-// sequence run in order against that head's [K, V] memory, which stays in cache across tokens.
+// sequence run in order against that head's [K, V] memory, which stays in cache across tokens. The
+// gated delta rule runs on AVX-512 where the CPU has it (gated_delta_avx512.h, bit-identical), asking
+// for the next task's memory while it works on this one.
 #include <vector>
 
 #include "kernels/core/tensor_data.h"
 #include "kernels/cpu/scratch.h"
 #include "kernels/cpu/thread_pool.h"
+#include "kernels/linear_memory/gated_delta_avx512.h"
 #include "kernels/linear_memory/linear_memory.h"
 #include "kernels/linear_memory/linear_memory_math.h"
 
 namespace mcserve::kernels::internal {
 namespace {
+
+// Memory elements updated (tokens × heads × K × V) below which the call runs on the calling thread: a
+// decode token's four 64×64 heads take about what a pool hand-off costs.
+constexpr int64_t kMinParallelElements = int64_t{1} << 16;
 
 const float* OptData(const Tensor* t) { return t != nullptr ? Data<float>(*t) : nullptr; }
 
@@ -40,14 +47,19 @@ absl::Status LinearMemoryCpu(const Context& ctx, const LinearMemoryArgs& args) {
   const int64_t kv = static_cast<int64_t>(kd) * vd;
   // Per-head aux size: z [K], (k, v)_prev [K + V], momentum [K, V].
   const int64_t aux_n = rule == LinearMemoryRule::kSwla ? kd + vd : rule == LinearMemoryRule::kTitans ? kv : kd;
+  const bool delta_avx512 = rule == LinearMemoryRule::kGatedDelta && GatedDeltaAvx512Serves(vd);
+  // Task `task`'s memory [K, V] in the pool.
+  auto memory = [&](int64_t task) { return state + (static_cast<int64_t>(slots[task / hs]) * hs + task % hs) * kv; };
 
-  cpu::ParallelFor(ctx.pool, num_seqs * hs, [&](int64_t begin, int64_t end) {
+  const int64_t work = (cu[num_seqs] - cu[0]) * hs * kv;  // memory elements updated
+  cpu::ParallelFor(work >= kMinParallelElements ? ctx.pool : nullptr, num_seqs * hs, [&](int64_t begin, int64_t end) {
     const std::span<float> scratch = cpu::ThreadScratch(vd);
     for (int64_t task = begin; task < end; ++task) {
       const int64_t b = task / hs, h = task % hs;
       const int64_t sh = static_cast<int64_t>(slots[b]) * hs + h;  // state head index in the pool
       float* S = state + sh * kv;
       float* A = aux != nullptr ? aux + sh * aux_n : nullptr;
+      const float* next = task + 1 < end ? memory(task + 1) : nullptr;  // asked for during the last token
       const int64_t qh = h / gq, kh = h / gk, vh = h / gv;
       for (int64_t t = cu[b]; t < cu[b + 1]; ++t) {
         const float* q = qd + (t * hq + qh) * kd;
@@ -61,7 +73,12 @@ absl::Status LinearMemoryCpu(const Context& ctx, const LinearMemoryArgs& args) {
             if (normalize) NormalizeStep(A, q, k, kd, vd, o);
             break;
           case LinearMemoryRule::kGatedDelta:
-            GatedDeltaStep(S, q, k, v, decay != nullptr ? decay[th] : 1.0f, beta[th], kd, vd, o, scratch.data());
+            if (delta_avx512) {
+              GatedDeltaStepAvx512(S, q, k, v, decay != nullptr ? decay[th] : 1.0f, beta[th], kd, vd, o,
+                                   t + 1 == cu[b + 1] ? next : nullptr, static_cast<int>(kv * sizeof(float)));
+            } else {
+              GatedDeltaStep(S, q, k, v, decay != nullptr ? decay[th] : 1.0f, beta[th], kd, vd, o, scratch.data());
+            }
             break;
           case LinearMemoryRule::kSwla:
             SwlaStep(S, q, k, v, decay[th], beta[th], gamma[th], kd, vd, A, o);

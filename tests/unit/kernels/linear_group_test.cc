@@ -10,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "kernels/cpu/isa.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/linear/gemv_bf16_avx512.h"
 #include "kernels/linear/linear.h"
@@ -95,7 +96,7 @@ TEST(LinearGroupTest, BitEqualToSeparateCallsThreaded) {
 TEST(LinearGroupTest, GemmGroupsWithoutF16BitEqualToSeparateCalls) {
   cpu::ThreadPool pool2(2);
   for (bool force_avx2 : {false, true}) {
-    internal::ForceAvx2ForTesting(force_avx2);
+    cpu::ForceAvx2ForTesting(force_avx2);
     SCOPED_TRACE(force_avx2 ? "AVX2 forced" : "run-time choice");
     for (DType dtype : {DType::kF32, DType::kBF16}) {
       for (int64_t m : {9, 17, 33, 64}) ExpectGroupEqualsSeparate(m, 37, {7, 1, 19, 4, 33}, nullptr, dtype);
@@ -103,7 +104,7 @@ TEST(LinearGroupTest, GemmGroupsWithoutF16BitEqualToSeparateCalls) {
       ExpectGroupEqualsSeparate(32, 256, {64, 32, 96}, &pool2, dtype);  // whole AMX tiles and column steps
     }
   }
-  internal::ForceAvx2ForTesting(false);
+  cpu::ForceAvx2ForTesting(false);
 }
 
 TEST(LinearGroupTest, EmulatedCudaMatchesCpu) {

@@ -1,5 +1,6 @@
 // Linear against a double-precision loop: F32/BF16/F16 weights, odd sizes, GEMV (m ≤ 8) and GEMM
 // paths (AVX-512 and AVX2/OpenBLAS), threaded and not, accumulate, and argument validation.
+#include "kernels/cpu/isa.h"
 #include "kernels/linear/linear.h"
 
 #include <bit>
@@ -134,21 +135,21 @@ INSTANTIATE_TEST_SUITE_P(AllWeightTypes, LinearDTypeTest, testing::Values(DType:
 TEST(LinearBf16PathsTest, Avx2AndAvx512KernelsBothMatchTheDoubleLoop) {
   cpu::ThreadPool pool2(2);
   for (bool force_avx2 : {true, false}) {
-    internal::ForceAvx2ForTesting(force_avx2);
-    SCOPED_TRACE(force_avx2 ? "AVX2 forced" : (internal::UseAvx512Bf16Gemv() ? "AVX-512" : "AVX2 (no AVX-512)"));
+    cpu::ForceAvx2ForTesting(force_avx2);
+    SCOPED_TRACE(force_avx2 ? "AVX2 forced" : (cpu::UseAvx512() ? "AVX-512" : "AVX2 (no AVX-512)"));
     for (int64_t m : {1, 2, 3, 5, 8}) {
       for (int64_t k : {1, 31, 32, 33, 64, 269}) RunCase(DType::kBF16, m, 19, k, false, nullptr);
       RunCase(DType::kBF16, m, 7, 45, true, nullptr);
     }
     RunCase(DType::kBF16, 1, 2053, 269, false, &pool2);
   }
-  internal::ForceAvx2ForTesting(false);
+  cpu::ForceAvx2ForTesting(false);
 }
 
 // SplitForAvx512's layout, element by element: each 32-column chunk as its 16 even then 16 odd
 // columns, zero past k, for k on and off the chunk and half-chunk edges.
 TEST(LinearBf16PathsTest, SplitForAvx512LaysOutEvenThenOddColumns) {
-  if (!internal::UseAvx512Bf16Gemv()) GTEST_SKIP() << "this CPU has no AVX-512F/BW: the split cannot run";
+  if (!cpu::UseAvx512()) GTEST_SKIP() << "this CPU has no AVX-512F/BW: the split cannot run";
   for (int64_t k : {1, 15, 16, 17, 31, 32, 33, 70}) {
     const int64_t m = 3, ldx = internal::Avx512Columns(k);
     std::vector<float> x(m * k), xs(m * ldx, -1.0f);
@@ -182,16 +183,16 @@ std::string GemmPathName(const testing::TestParamInfo<std::tuple<DType, GemmPath
 class LinearGemmPathsTest : public testing::TestWithParam<std::tuple<DType, GemmPath>> {
  protected:
   void TearDown() override {
-    internal::ForceAvx2ForTesting(false);
+    cpu::ForceAvx2ForTesting(false);
     internal::ForceNoAmxForTesting(false);
   }
 };
 
 TEST_P(LinearGemmPathsTest, MatchesTheDoubleLoop) {
   const auto [dtype, path] = GetParam();
-  internal::ForceAvx2ForTesting(path == GemmPath::kAvx2Forced);
+  cpu::ForceAvx2ForTesting(path == GemmPath::kAvx2Forced);
   internal::ForceNoAmxForTesting(path != GemmPath::kAmx);
-  if (path != GemmPath::kAvx2Forced && !internal::UseAvx512Bf16Gemv()) {
+  if (path != GemmPath::kAvx2Forced && !cpu::UseAvx512()) {
     GTEST_SKIP() << "this CPU has no AVX-512F/BW (or MCSERVE_CPU_ISA=avx2): the AVX-512 and AMX GEMMs cannot run";
   }
   if (path == GemmPath::kAmx && !internal::UseAmxBf16Gemm()) {
