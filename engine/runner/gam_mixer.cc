@@ -38,7 +38,7 @@ class GamMixer : public Mixer {
     const int64_t d = c.hidden_size, k = c.gam.conv_kernel_size;
     mx->d_ = d;
     mx->k_ = k;
-    MCSERVE_ASSIGN_OR_RETURN(mx->conv_w_, w.Matrix(p + "causal_conv.weight", {d, 1, k}));
+    MCSERVE_ASSIGN_OR_RETURN(mx->conv_w_, w.Float(p + "causal_conv.weight", {d, 1, k}));  // F32: read per call
     MCSERVE_ASSIGN_OR_RETURN(mx->conv_b_, w.Float(p + "causal_conv.bias", {d}));
     MCSERVE_ASSIGN_OR_RETURN(mx->bank_, w.Float(p + "memory_bank", {c.gam.num_memory_slots, d}));
     MCSERVE_ASSIGN_OR_RETURN(mx->bank_t_, Transposed(mx->bank_, w.device()));

@@ -59,8 +59,8 @@ class LatticeMixer : public Mixer {
       MCSERVE_ASSIGN_OR_RETURN(mx->k_proj_, w.Matrix(attn + "k_proj.weight", {heads * m, hidden}));
     }
     if (c.use_short_conv) {
-      MCSERVE_ASSIGN_OR_RETURN(mx->q_conv_, w.Matrix(attn + "q_conv1d.weight", {heads * m, 1, c.conv_size}));
-      MCSERVE_ASSIGN_OR_RETURN(mx->k_conv_, w.Matrix(attn + "k_conv1d.weight", {heads * m, 1, c.conv_size}));
+      MCSERVE_ASSIGN_OR_RETURN(mx->q_conv_, w.Float(attn + "q_conv1d.weight", {heads * m, 1, c.conv_size}));
+      MCSERVE_ASSIGN_OR_RETURN(mx->k_conv_, w.Float(attn + "k_conv1d.weight", {heads * m, 1, c.conv_size}));
     }
     MCSERVE_ASSIGN_OR_RETURN(mx->v_proj_, w.Matrix(attn + "v_proj.weight", {heads * d, hidden}));
     MCSERVE_ASSIGN_OR_RETURN(mx->b_proj_, w.Matrix(attn + "b_proj.weight", {heads, hidden}));

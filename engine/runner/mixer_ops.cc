@@ -82,8 +82,8 @@ absl::StatusOr<ConvProjection> ConvProjection::Bind(const WeightBinder& w, const
                                                     bool use_conv, int64_t conv_size) {
   ConvProjection p;
   MCSERVE_ASSIGN_OR_RETURN(p.w, w.Matrix(absl::StrCat(attn, name, "_proj.weight"), {dim, hidden}));
-  if (use_conv) {
-    MCSERVE_ASSIGN_OR_RETURN(Tensor conv, w.Matrix(absl::StrCat(attn, name, "_conv1d.weight"), {dim, 1, conv_size}));
+  if (use_conv) {  // F32 at load: the conv reads its taps once per call, and widening them cost ~1 µs a call
+    MCSERVE_ASSIGN_OR_RETURN(Tensor conv, w.Float(absl::StrCat(attn, name, "_conv1d.weight"), {dim, 1, conv_size}));
     p.conv = std::move(conv);
   }
   p.state_name = absl::StrCat("conv_", name);
