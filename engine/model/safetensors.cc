@@ -321,6 +321,10 @@ absl::StatusOr<std::shared_ptr<const SafetensorsFile>> SafetensorsFile::Open(con
   return std::shared_ptr<const SafetensorsFile>(std::move(file));
 }
 
+void SafetensorsFile::DropResidentPages() const {
+  if (base_ != nullptr) ::madvise(const_cast<uint8_t*>(base_), size_, MADV_DONTNEED);
+}
+
 SafetensorsFile::~SafetensorsFile() {
   if (base_ != nullptr) ::munmap(const_cast<uint8_t*>(base_), size_);
 }

@@ -65,6 +65,9 @@ class SafetensorsFile {
   const SafetensorsEntry* Find(std::string_view name) const;
   // Address of the entry's first byte inside the mapping (valid while this object lives).
   const uint8_t* DataOf(const SafetensorsEntry& entry) const;
+  // Drops the mapping's resident pages (madvise MADV_DONTNEED) once their contents were copied
+  // elsewhere; a later read faults them in from the file again, so every view stays valid.
+  void DropResidentPages() const;
 
  private:
   SafetensorsFile() = default;

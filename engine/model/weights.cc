@@ -191,6 +191,13 @@ absl::StatusOr<std::shared_ptr<const WeightStore>> WeightStore::Open(const std::
   return std::make_shared<const WeightStore>(std::move(impl));
 }
 
+void WeightStore::DropResidentPages() const {
+  std::set<const SafetensorsFile*> done;
+  for (const auto& [name, location] : impl_->tensors) {
+    if (done.insert(location.file.get()).second) location.file->DropResidentPages();
+  }
+}
+
 bool WeightStore::Has(std::string_view name) const { return impl_->tensors.find(name) != impl_->tensors.end(); }
 
 absl::StatusOr<kernels::Tensor> WeightStore::Get(std::string_view name) const {

@@ -29,6 +29,9 @@ class WeightStore {
   std::vector<std::string> Names() const;
   // The file that holds `name` (for error messages); empty if absent.
   std::string FileOf(std::string_view name) const;
+  // Drops the files' resident pages once the weights were copied out of them (the CPU's HostArena), so
+  // a model's weights are not resident twice; any later Get still reads them, from the file.
+  void DropResidentPages() const;
 
   struct Impl;
   explicit WeightStore(std::unique_ptr<Impl> impl);

@@ -72,6 +72,8 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir, const
   WeightBinder w(m->weights_, options.device);
   MCSERVE_RETURN_IF_ERROR(m->BindWeights(w));
   m->num_parameters_ = w.bound_parameters();
+  // The CPU's weights now live in huge pages (WeightBinder), a device's on the device.
+  m->weights_->DropResidentPages();
   return m;
 }
 

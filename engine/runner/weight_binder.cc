@@ -21,7 +21,7 @@ absl::StatusOr<Tensor> WeightBinder::Stored(std::string_view name, const kernels
 
 absl::StatusOr<Tensor> WeightBinder::Matrix(std::string_view name, const kernels::Shape& shape) const {
   MCSERVE_ASSIGN_OR_RETURN(Tensor t, Stored(name, shape));
-  if (device_ == kernels::Device::kCpu) return t;
+  if (device_ == kernels::Device::kCpu) return arena_.Copy(t);
   // Same dtype on the device: a BF16/F16 weight costs 2 bytes per element there too.
   MCSERVE_ASSIGN_OR_RETURN(Tensor d, Tensor::Zeros(t.dtype(), shape, device_));
   MCSERVE_RETURN_IF_ERROR(d.CopyFrom(t));
@@ -30,9 +30,14 @@ absl::StatusOr<Tensor> WeightBinder::Matrix(std::string_view name, const kernels
 
 absl::StatusOr<Tensor> WeightBinder::Float(std::string_view name, const kernels::Shape& shape) const {
   MCSERVE_ASSIGN_OR_RETURN(Tensor t, Stored(name, shape));
-  if (t.dtype() == kernels::DType::kF32 && device_ == kernels::Device::kCpu) return t;
+  if (t.dtype() == kernels::DType::kF32 && device_ == kernels::Device::kCpu) return arena_.Copy(t);
   MCSERVE_ASSIGN_OR_RETURN(std::vector<float> host, t.ToHostF32());
-  return Tensor::FromHost(host, shape, device_);
+  return FloatOnDevice(host, shape);
+}
+
+absl::StatusOr<Tensor> WeightBinder::FloatOnDevice(std::span<const float> host, kernels::Shape shape) const {
+  if (device_ == kernels::Device::kCpu) return arena_.FromHost(host, std::move(shape));
+  return Tensor::FromHost(host, std::move(shape), device_);
 }
 
 absl::StatusOr<Tensor> WeightBinder::Transposed(std::string_view name, const kernels::Shape& stored) const {
@@ -44,7 +49,7 @@ absl::StatusOr<Tensor> WeightBinder::Transposed(std::string_view name, const ker
   for (int64_t i = 0; i < in; ++i) {
     for (int64_t o = 0; o < out; ++o) transposed[o * in + i] = host[i * out + o];
   }
-  return Tensor::FromHost(transposed, {out, in}, device_);
+  return FloatOnDevice(transposed, {out, in});
 }
 
 absl::StatusOr<kernels::Shape> WeightBinder::StoredShape(std::string_view name) const {

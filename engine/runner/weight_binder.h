@@ -1,7 +1,8 @@
 // WeightBinder: fetches a model's tensors by name with the shapes its config implies, so that every
 // weight is validated before use. Matrices keep their on-disk dtype (F32/BF16/F16) on every device
-// (read as stored by Linear's GEMV/GEMM, GatherRows and ShortConv); vectors and small tensors are
-// widened to F32 on the model's device. Used while loading only.
+// (read as stored by Linear's GEMV/GEMM and GatherRows); vectors and small tensors are widened to F32
+// on the model's device. On the CPU every weight is copied out of the mmapped file into huge pages
+// (kernels::HostArena), which the decode step streams faster. Used while loading only.
 #pragma once
 
 #include <memory>
@@ -12,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/model/weights.h"
+#include "kernels/core/host_arena.h"
 #include "kernels/core/tensor.h"
 
 namespace mcserve::engine {
@@ -21,8 +23,7 @@ class WeightBinder {
   WeightBinder(std::shared_ptr<const WeightStore> store, kernels::Device device)
       : store_(std::move(store)), device_(device) {}
 
-  // A matrix (projection, embedding) with exactly `shape`, in its stored dtype, on the device (the
-  // host copy is the mmapped file itself on the CPU).
+  // A matrix (projection, embedding) with exactly `shape`, in its stored dtype, on the device.
   absl::StatusOr<kernels::Tensor> Matrix(std::string_view name, const kernels::Shape& shape) const;
   // A tensor with exactly `shape`, converted to F32, on the device.
   absl::StatusOr<kernels::Tensor> Float(std::string_view name, const kernels::Shape& shape) const;
@@ -43,8 +44,12 @@ class WeightBinder {
   // The stored (host) tensor with exactly `shape`; InvalidArgument for an I32 tensor.
   absl::StatusOr<kernels::Tensor> Stored(std::string_view name, const kernels::Shape& shape) const;
 
+  // `host` values of `shape` as an F32 tensor on the device (in the arena on the CPU).
+  absl::StatusOr<kernels::Tensor> FloatOnDevice(std::span<const float> host, kernels::Shape shape) const;
+
   std::shared_ptr<const WeightStore> store_;
   kernels::Device device_;
+  mutable kernels::HostArena arena_;  // the CPU's weights
   mutable absl::flat_hash_set<std::string> bound_names_;  // for bound_parameters()
   mutable int64_t bound_elements_ = 0;
 };

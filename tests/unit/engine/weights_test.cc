@@ -74,6 +74,28 @@ TEST(WeightStoreTest, TensorsOutliveTheStore) {
   EXPECT_EQ(Values(kept), (std::vector<float>{7.f, 8.f}));
 }
 
+// Dropping the files' resident pages (once the CPU copied the weights into huge pages) leaves every view
+// and every later Get reading the same values, faulted in from the file again.
+TEST(WeightStoreTest, ViewsReadTheSameAfterTheResidentPagesAreDropped) {
+  TempDir dir;
+  std::vector<float> big(20000);
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<float>(i) * 0.5f;
+  WriteFile(dir.File("model.safetensors"), BuildSafetensors({{"a", "F32", {2}, F32Bytes({7.f, 8.f})},
+                                                             {"big", "F32", {20000}, F32Bytes(big)}}));
+  auto store = WeightStore::Open(dir.path());
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto a = (*store)->Get("a");
+  auto b = (*store)->Get("big");
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(Values(*b), big);  // resident now
+  (*store)->DropResidentPages();
+  EXPECT_EQ(Values(*a), (std::vector<float>{7.f, 8.f}));
+  EXPECT_EQ(Values(*b), big);
+  auto again = (*store)->Get("big");
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(Values(*again), big);
+}
+
 TEST(WeightStoreTest, MissingTensorIsNotFoundNamingIt) {
   TempDir dir;
   WriteFile(dir.File("model.safetensors"), BuildSafetensors({{"w", "F32", {1}, F32Bytes({1.f})}}));
