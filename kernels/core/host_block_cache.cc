@@ -11,7 +11,13 @@ constexpr size_t kAlignment = 64;
 
 thread_local HostBlockCache* current_cache = nullptr;
 
-// Whether kUnspecified blocks are poisoned (MCSERVE_POISON_FOR_OVERWRITE=1), read once.
+size_t RoundedSize(size_t nbytes) {
+  const size_t rounded = (nbytes + kAlignment - 1) / kAlignment * kAlignment;
+  return rounded == 0 ? kAlignment : rounded;
+}
+
+}  // namespace
+
 bool PoisonForOverwrite() {
   static const bool poison = [] {
     const char* env = std::getenv("MCSERVE_POISON_FOR_OVERWRITE");
@@ -19,13 +25,6 @@ bool PoisonForOverwrite() {
   }();
   return poison;
 }
-
-size_t RoundedSize(size_t nbytes) {
-  const size_t rounded = (nbytes + kAlignment - 1) / kAlignment * kAlignment;
-  return rounded == 0 ? kAlignment : rounded;
-}
-
-}  // namespace
 
 std::shared_ptr<void> AllocateHostBlock(size_t nbytes) {
   const size_t rounded = RoundedSize(nbytes);

@@ -68,6 +68,10 @@ class HostBlockCache {
   absl::flat_hash_map<size_t, SizeClass> classes_;  // keyed by the rounded block size
 };
 
+// Whether memory handed out for overwrite (Fill::kUnspecified blocks, cpu::OpScratchForOverwrite) is
+// filled with 0xff bytes, NaN as floats: MCSERVE_POISON_FOR_OVERWRITE=1, read once. Any thread.
+bool PoisonForOverwrite();
+
 // A zeroed host block of `nbytes` (64-byte aligned, at least 64 bytes) from malloc; null on failure.
 std::shared_ptr<void> AllocateHostBlock(size_t nbytes);
 

@@ -1,6 +1,9 @@
 #include "kernels/cpu/scratch.h"
 
+#include "kernels/core/host_block_cache.h"
+
 #include <algorithm>
+#include <limits>
 #include <vector>
 
 namespace mcserve::kernels::cpu {
@@ -36,6 +39,10 @@ std::span<float> ThreadScratch(size_t n) {
 
 std::span<float> OpScratch(size_t n) { return Zeroed(OpBuffer(), n); }
 
-std::span<float> OpScratchForOverwrite(size_t n) { return Grown(OpBuffer(), n); }
+std::span<float> OpScratchForOverwrite(size_t n) {
+  const std::span<float> s = Grown(OpBuffer(), n);
+  if (PoisonForOverwrite()) std::fill(s.begin(), s.end(), std::numeric_limits<float>::quiet_NaN());
+  return s;
+}
 
 }  // namespace mcserve::kernels::cpu

@@ -17,7 +17,8 @@ std::span<float> ThreadScratch(size_t n);
 // transposed weights), valid until the thread's next OpScratch call. Any thread.
 std::span<float> OpScratch(size_t n);
 // OpScratch without the zeroing, for a caller that writes every element before reading any (the
-// GEMM's transposed x: zeroing it cost as much as the transpose). Any thread.
+// GEMM's transposed x: zeroing it cost as much as the transpose). NaN-filled instead under
+// MCSERVE_POISON_FOR_OVERWRITE=1 (every unit test), so a read before the write shows. Any thread.
 std::span<float> OpScratchForOverwrite(size_t n);
 
 // Hands out consecutive pieces of one scratch span.

@@ -35,16 +35,20 @@ void Finish(const float* acc, const float* bias, int64_t n, bool silu, float* o)
 
 // The weight [D, 1, W] widened and transposed to taps [W, D] (tap j of every channel contiguous) and
 // the bias [D] (0 without one), in the calling thread's op scratch: once per call, not per task.
+// Every element is written before it is read, so the scratch is not zeroed first (a decode token's
+// three convs zeroed 90 KB for 12 KB of taps).
 struct Taps {
   std::span<float> taps, bias;
 };
 Taps LoadTaps(const ShortConvArgs& args, int64_t d, int width) {
-  cpu::ScratchCarver c(cpu::OpScratch(static_cast<size_t>(2 * width + 2) * d));
+  cpu::ScratchCarver c(cpu::OpScratchForOverwrite(static_cast<size_t>(2 * width + 2) * d));
   Taps t{.taps = c.Take(static_cast<size_t>(width) * d), .bias = c.Take(d)};
   TransposedF32(*args.weight, d, width, c.Take(static_cast<size_t>(width) * d), t.taps);  // [D, W] -> [W, D]
   if (args.bias != nullptr) {
     const float* b = F32View(*args.bias, c.Take(d));
     std::copy(b, b + d, t.bias.begin());
+  } else {
+    std::fill(t.bias.begin(), t.bias.end(), 0.0f);
   }
   return t;
 }
