@@ -4,6 +4,7 @@
 
 #include "kernels/cpu/in_register.h"
 #include "kernels/linear/avx512_columns.h"
+#include "kernels/linear/gemv_prefetch.h"
 
 namespace mcserve::kernels::internal {
 namespace {
@@ -67,9 +68,10 @@ MCSERVE_AVX512 void Block(const float* xs, int64_t ldx, const uint16_t* w, int64
   for (int i = 0; i < M; ++i)
     for (int r = 0; r < R; ++r) even[i][r] = odd[i][r] = _mm512_setzero_ps();
   const int64_t full = k & ~int64_t{31};
-  // Rows are short and read once: fetch those four blocks ahead (contiguous after these), a line per
-  // row per step, since the hardware prefetcher has no time to ramp up on them.
-  const uint16_t* next = w + 4 * R * k;
+  // Rows are short and read once: fetch the next blocks' rows (contiguous after these) about
+  // kGemvPrefetchBytes ahead, a line per row per step, since the hardware prefetcher has no time to
+  // ramp up on them.
+  const uint16_t* next = w + GemvPrefetchBlocks(R * k * 2) * R * k;
   for (int64_t c = 0; c < full; c += 32) {
     for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(next + r * k + c), _MM_HINT_T0);
     Step<M, R, false>(xs, ldx, w, k, c, 0, even, kSplit ? odd : even);

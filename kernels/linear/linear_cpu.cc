@@ -26,6 +26,7 @@
 #include "kernels/linear/gemm_amx.h"
 #include "kernels/linear/gemm_avx512.h"
 #include "kernels/linear/gemv_bf16_avx512.h"
+#include "kernels/linear/gemv_prefetch.h"
 #include "kernels/linear/linear.h"
 #include "kernels/linear/linear_math.h"
 
@@ -34,6 +35,15 @@ namespace {
 
 constexpr int64_t kGemvMaxRows = 8;            // m up to this runs the GEMV kernel
 constexpr int64_t kMinParallelMacs = 1 << 15;  // below this, waking the pool costs more than it saves
+// The GEMV's bar instead, in weight bytes × rows of x: it is bound by reading the weights, and a
+// BF16 256×256 projection (128 KB) at batch 1 ran 1.2x faster on one thread than split over two,
+// a 256 KB one 1.1-1.2x slower (bench/README.md).
+constexpr int64_t kMinParallelGemvBytes = int64_t{192} << 10;
+
+// The pool for a GEMV of m rows over `weight_bytes` of weights, or null to run it on the calling thread.
+cpu::ThreadPool* GemvPool(const Context& ctx, int64_t m, int64_t weight_bytes) {
+  return m * weight_bytes >= kMinParallelGemvBytes ? ctx.pool : nullptr;
+}
 constexpr int64_t kConvertBlockBytes = 1 << 20;  // F32 size of one widened weight block (m > 8)
 
 // Weight element types: 8-lane widening loads and scalar widening for tails.
@@ -97,8 +107,9 @@ inline void GemvBlock(const float* x, const float* xs, const typename W::T* w, i
     }
   } else {
     // The rows are short (k floats) and read once, too short for the hardware prefetcher to ramp up:
-    // fetch the rows two blocks ahead (contiguous after these), a line per row every 16 columns.
-    const typename W::T* next = w + 2 * R * k;
+    // fetch the next blocks' rows (contiguous after these) about kGemvPrefetchBytes ahead, a line per
+    // row every 16 columns.
+    const typename W::T* next = w + GemvPrefetchBlocks(R * k * static_cast<int64_t>(sizeof(typename W::T))) * R * k;
     done = k & ~int64_t{7};
     for (int64_t c = 0; c < done; c += 8) {
       if ((c & 15) == 0) {
@@ -174,9 +185,10 @@ const float* EvenOddInput(const float* x, int64_t m, int64_t k) {
   return xs.data();
 }
 
-// x [m, k] in the AVX-512 BF16 kernel's layout (SplitForAvx512), in the thread's op scratch.
+// x [m, k] in the AVX-512 BF16 kernel's layout (SplitForAvx512, which writes every element, the
+// padding past k included), in the thread's op scratch.
 const float* Avx512Input(const float* x, int64_t m, int64_t k) {
-  const std::span<float> xs = cpu::OpScratch(static_cast<size_t>(m * Avx512Columns(k)));
+  const std::span<float> xs = cpu::OpScratchForOverwrite(static_cast<size_t>(m * Avx512Columns(k)));
   SplitForAvx512(x, m, k, xs.data());
   return xs.data();
 }
@@ -184,7 +196,7 @@ const float* Avx512Input(const float* x, int64_t m, int64_t k) {
 template <class W>
 void Gemv(const Context& ctx, int64_t m, const float* x, const typename W::T* w, int64_t k, float* out,
           int64_t n, bool accumulate) {
-  cpu::ThreadPool* pool = m * n * k >= kMinParallelMacs ? ctx.pool : nullptr;
+  cpu::ThreadPool* pool = GemvPool(ctx, m, n * k * static_cast<int64_t>(sizeof(typename W::T)));
   if constexpr (std::is_same_v<W, Bf16W>) {
     if (cpu::UseAvx512()) {
       const float* xs = Avx512Input(x, m, k);
@@ -411,10 +423,11 @@ absl::Status LinearGroupCpu(const Context& ctx, const LinearGroupArgs& args) {
   }
   const float* xp = Data<float>(x);
   const float* xs = xp;
-  int64_t total = 0;
+  int64_t total = 0, weight_bytes = 0;
   bool any_bf16 = false;
   for (const LinearGroupItem& item : args.items) {
     total += item.w->dim(0);
+    weight_bytes += item.w->nbytes();
     any_bf16 = any_bf16 || item.w->dtype() == DType::kBF16;
   }
   const float* x512 = nullptr;
@@ -424,7 +437,7 @@ absl::Status LinearGroupCpu(const Context& ctx, const LinearGroupArgs& args) {
     xs = EvenOddInput(xp, m, k);
   }
   // Rows [0, total) are the items' output rows one after another; each block runs its share of each.
-  cpu::ThreadPool* pool = m * total * k >= kMinParallelMacs ? ctx.pool : nullptr;
+  cpu::ThreadPool* pool = GemvPool(ctx, m, weight_bytes);
   cpu::ParallelFor(
       pool, total,
       [&](int64_t j0, int64_t j1) {

@@ -104,7 +104,7 @@ TEST_P(LinearDTypeTest, MatchesDoubleLoopSingleThreaded) {
 
 TEST_P(LinearDTypeTest, MatchesDoubleLoopThreaded) {
   cpu::ThreadPool pool2(2), pool3(3);
-  // Sizes above the GEMV threading threshold (m·n·k ≥ 2^19), odd everywhere.
+  // Sizes above the GEMV threading bar (m × weight bytes ≥ 192 KB), odd everywhere.
   RunCase(GetParam(), 1, 2053, 269, false, &pool2);
   RunCase(GetParam(), 7, 301, 269, false, &pool3);
   RunCase(GetParam(), 64, 301, 131, false, &pool2);
