@@ -1,10 +1,10 @@
 #include "kernels/cpu/scratch.h"
 
-#include "kernels/core/host_block_cache.h"
-
 #include <algorithm>
 #include <limits>
 #include <vector>
+
+#include "kernels/core/host_block_cache.h"
 
 namespace mcserve::kernels::cpu {
 namespace {
