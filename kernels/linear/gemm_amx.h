@@ -1,4 +1,4 @@
-// The BF16-weight GEMM on AMX (decode batches, kGemmAmxMinRows ≤ m ≤ kGemmAvx512MaxRows):
+// The BF16-weight GEMM on AMX (decode batches, kGemmAmxMinRows ≤ m ≤ kGemmSmallMaxRows):
 // out[m, n] (+)= x[m, k] · w[n, k]ᵀ with the weights read in place, 16 rows × 32 columns at a time, as
 // AMX A tiles, and x as B tiles. x is split once per call into three BF16 parts (x = x₁ + x₂ + x₃ to
 // F32's 24 bits) laid out as AMX wants them (PackForGemmAmx); TDPBF16PS multiplies each part with the
@@ -19,7 +19,7 @@ inline constexpr int64_t kGemmAmxMinRows = 16;
 // Weight rows per block (two 16-row tiles): output columns should be split among threads in these.
 inline constexpr int64_t kGemmAmxBlockRows = 32;
 
-// Whether BF16 GEMMs with kGemmAmxMinRows ≤ m ≤ kGemmAvx512MaxRows run on AMX (see above; read once,
+// Whether BF16 GEMMs with kGemmAmxMinRows ≤ m ≤ kGemmSmallMaxRows run on AMX (see above; read once,
 // but for the test override).
 bool UseAmxBf16Gemm();
 // Tests: true keeps AMX off (the AVX-512 GEMM runs), false restores the run-time choice. Not while a

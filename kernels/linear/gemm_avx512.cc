@@ -24,7 +24,7 @@ constexpr int RowsFor(int blocks) { return blocks <= 2 ? 12 : blocks == 3 ? 8 : 
 // Each weight element is broadcast once per step c and met by every x vector. Step c also prefetches
 // byte c·pf_step of `pf` (the next tile's stored weights), so they arrive while this tile computes.
 template <int NIB, bool HALF, int R>
-MCSERVE_AVX512 void Tile(const GemmAvx512Args& a, const float* w, float* out, const char* pf, int64_t pf_step) {
+MCSERVE_AVX512 void Tile(const GemmXtArgs& a, const float* w, float* out, const char* pf, int64_t pf_step) {
   constexpr int kLanes = NIB * 16 + (HALF ? 8 : 0);
   const int64_t k = a.k;
   __m512 acc[NIB][R];
@@ -73,7 +73,7 @@ MCSERVE_AVX512 void WidenBf16(const uint16_t* src, float* dst, int64_t count) {
 // One tile of R weight rows w [R, k] (stored type T: float, or BF16 bits widened into wf [R, k]) into
 // out[:, 0:R], prefetching the `next` rows after it.
 template <int NIB, bool HALF, int R, class T>
-MCSERVE_AVX512 void RunTile(const GemmAvx512Args& a, const T* w, int64_t next, float* wf, float* out) {
+MCSERVE_AVX512 void RunTile(const GemmXtArgs& a, const T* w, int64_t next, float* wf, float* out) {
   const float* rows = nullptr;
   if constexpr (std::is_same_v<T, float>) {
     rows = w;
@@ -88,7 +88,7 @@ MCSERVE_AVX512 void RunTile(const GemmAvx512Args& a, const T* w, int64_t next, f
 // Output columns [j0, j1) from weight rows w [j1 - j0, k] (row j0 first; wf: RowsFor(...)·k floats
 // for BF16): tiles of R rows, then the rest by 4 and by 1.
 template <int NIB, bool HALF, class T>
-MCSERVE_AVX512 void Columns(const GemmAvx512Args& a, const T* w, float* wf, int64_t j0, int64_t j1) {
+MCSERVE_AVX512 void Columns(const GemmXtArgs& a, const T* w, float* wf, int64_t j0, int64_t j1) {
   constexpr int R = RowsFor(NIB + (HALF ? 1 : 0));
   const int64_t k = a.k;
   int64_t j = j0;
@@ -100,8 +100,8 @@ MCSERVE_AVX512 void Columns(const GemmAvx512Args& a, const T* w, float* wf, int6
 
 // Columns for this m's lanes.
 template <class T>
-MCSERVE_AVX512 void ColumnsDispatch(const GemmAvx512Args& a, const T* w, float* wf, int64_t j0, int64_t j1) {
-  switch (GemmAvx512Lanes(a.m) / 8) {
+MCSERVE_AVX512 void ColumnsDispatch(const GemmXtArgs& a, const T* w, float* wf, int64_t j0, int64_t j1) {
+  switch (GemmLanes(a.m) / 8) {
     case 2: return Columns<1, false>(a, w, wf, j0, j1);
     case 3: return Columns<1, true>(a, w, wf, j0, j1);
     case 4: return Columns<2, false>(a, w, wf, j0, j1);
@@ -112,47 +112,15 @@ MCSERVE_AVX512 void ColumnsDispatch(const GemmAvx512Args& a, const T* w, float* 
   }
 }
 
-// dst[c, i] = src[i, c] for an 8×8 block: src rows at stride lds, dst rows at stride ldd (AVX2 shuffles).
-inline void Transpose8x8(const float* src, int64_t lds, float* dst, int64_t ldd) {
-  __m256 r[8], t[8], u[8];
-  for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(src + i * lds);
-  for (int i = 0; i < 8; i += 2) {
-    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
-    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
-  }
-  for (int i = 0; i < 8; i += 4) {
-    u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
-    u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
-    u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
-    u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
-  }
-  for (int c = 0; c < 4; ++c) {
-    _mm256_storeu_ps(dst + c * ldd, _mm256_permute2f128_ps(u[c], u[c + 4], 0x20));
-    _mm256_storeu_ps(dst + (c + 4) * ldd, _mm256_permute2f128_ps(u[c], u[c + 4], 0x31));
-  }
-}
-
 }  // namespace
 
-void TransposeForGemmAvx512(const float* x, int64_t m, int64_t k, float* xt) {
-  const int64_t lanes = GemmAvx512Lanes(m);
-  const int64_t m8 = m & ~int64_t{7}, k8 = k & ~int64_t{7};
-  for (int64_t i = 0; i < m8; i += 8) {
-    for (int64_t c = 0; c < k8; c += 8) Transpose8x8(x + i * k + c, k, xt + c * lanes + i, lanes);
-  }
-  for (int64_t c = 0; c < k; ++c) {
-    for (int64_t i = c < k8 ? m8 : 0; i < m; ++i) xt[c * lanes + i] = x[i * k + c];
-    for (int64_t i = m; i < lanes; ++i) xt[c * lanes + i] = 0.0f;
-  }
-}
+int64_t GemmAvx512BlockRows(int64_t m) { return RowsFor(static_cast<int>((GemmLanes(m) + 15) / 16)); }
 
-int64_t GemmAvx512BlockRows(int64_t m) { return RowsFor(static_cast<int>((GemmAvx512Lanes(m) + 15) / 16)); }
-
-void GemmF32Avx512(const GemmAvx512Args& a, const float* w, int64_t j0, int64_t j1) {
+void GemmF32Avx512(const GemmXtArgs& a, const float* w, int64_t j0, int64_t j1) {
   ColumnsDispatch(a, w + j0 * a.k, nullptr, j0, j1);
 }
 
-void GemmBf16Avx512(const GemmAvx512Args& a, const uint16_t* w, int64_t j0, int64_t j1) {
+void GemmBf16Avx512(const GemmXtArgs& a, const uint16_t* w, int64_t j0, int64_t j1) {
   // Each tile's rows are widened to F32 just before it runs, into an L1-sized thread buffer.
   const std::span<float> wf = cpu::ThreadScratch(static_cast<size_t>(GemmAvx512BlockRows(a.m) * a.k));
   ColumnsDispatch(a, w + j0 * a.k, wf.data(), j0, j1);

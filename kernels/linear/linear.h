@@ -1,5 +1,5 @@
 // Linear: out = x · wᵀ (+ out when accumulating); the projection, MLP and logits GEMM.
-// CPU: OpenBLAS sgemm for F32 weights, a blocked kernel for BF16/F16 weights.
+// CPU: a GEMV up to 8 rows of x, our small-m GEMMs up to 64, OpenBLAS sgemm beyond (linear_cpu.cc).
 // Any thread; calls sharing a Context.pool must not overlap.
 #pragma once
 
@@ -32,10 +32,9 @@ struct LinearGroupArgs {
 };
 
 // out_i = x · w_iᵀ for every item: the projections that read the same input as one op. On the CPU
-// at m ≤ 8 (decode), and up to m = 64 on AVX-512 without F16 weights, all items' rows go through the
-// thread pool in one hand-off instead of one per weight; every result is bit-equal to a separate
-// Linear call. Any thread; calls sharing a
-// Context.pool must not overlap.
+// up to m = 64 (decode batches), all items' rows go through the thread pool in one hand-off instead
+// of one per weight; every result is bit-equal to a separate Linear call. Any thread; calls sharing
+// a Context.pool must not overlap.
 absl::Status LinearGroup(const Context& ctx, const LinearGroupArgs& args);
 
 namespace internal {

@@ -4,11 +4,12 @@
 //   where the CPU has AVX-512 (gemv_bf16_avx512.h).
 // - 16 ≤ m ≤ 64 with BF16 weights on a CPU with AMX: the AMX GEMM (gemm_amx.h), weights read in place as
 //   tiles, x split into three BF16 parts once per call, threaded over blocks of 32 output columns.
-// - 8 < m ≤ 64 with F32 or BF16 weights on an AVX-512 CPU: our GEMM (gemm_avx512.h), weights read in
-//   place (BF16 widened per L1 block), threaded over blocks of output columns.
-// - Otherwise (larger m, F16 weights, no AVX-512 or MCSERVE_CPU_ISA=avx2): OpenBLAS sgemm per thread on
-//   a column block, directly on F32 weights, on blocks of weight rows widened to F32 for BF16/F16.
-// LinearGroupCpu runs all items in one ParallelFor on the GEMV, AMX and AVX-512 GEMM paths, else one
+// - Other 8 < m ≤ 64: our small-m GEMM, weights read in place (BF16/F16 widened per L1 block), x
+//   transposed once, threaded over blocks of output columns: on AVX-512 for F32 and BF16 weights
+//   where the CPU has it (gemm_avx512.h), else on AVX2 (gemm_avx2.h; F16 weights always).
+// - m > 64: OpenBLAS sgemm per thread on a column block, directly on F32 weights, on blocks of weight
+//   rows widened to F32 for BF16/F16.
+// LinearGroupCpu runs all items in one ParallelFor on the GEMV, AMX and small-m GEMM paths, else one
 // Linear per item.
 #include <cblas.h>
 #include <immintrin.h>
@@ -24,11 +25,12 @@
 #include "kernels/cpu/scratch.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/linear/gemm_amx.h"
+#include "kernels/linear/gemm_avx2.h"
 #include "kernels/linear/gemm_avx512.h"
 #include "kernels/linear/gemv_bf16_avx512.h"
 #include "kernels/linear/gemv_prefetch.h"
 #include "kernels/linear/linear.h"
-#include "kernels/linear/linear_math.h"
+#include "kernels/linear/weight_lanes.h"
 
 namespace mcserve::kernels::internal {
 namespace {
@@ -45,28 +47,6 @@ cpu::ThreadPool* GemvPool(const Context& ctx, int64_t m, int64_t weight_bytes) {
   return m * weight_bytes >= kMinParallelGemvBytes ? ctx.pool : nullptr;
 }
 constexpr int64_t kConvertBlockBytes = 1 << 20;  // F32 size of one widened weight block (m > 8)
-
-// Weight element types: 8-lane widening loads and scalar widening for tails.
-struct F32W {
-  using T = float;
-  static __m256 Load8(const float* p) { return _mm256_loadu_ps(p); }
-  static float One(float v) { return linear_math::WeightToF32(v); }
-};
-struct Bf16W {
-  using T = uint16_t;
-  static __m256 Load8(const uint16_t* p) {
-    __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-  }
-  static float One(uint16_t v) { return linear_math::Bf16WeightToF32(v); }
-};
-struct F16W {
-  using T = uint16_t;
-  static __m256 Load8(const uint16_t* p) {
-    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  }
-  static float One(uint16_t v) { return linear_math::F16WeightToF32(v); }
-};
 
 inline float HorizontalSum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -213,14 +193,6 @@ void Gemv(const Context& ctx, int64_t m, const float* x, const typename W::T* w,
       cpu::kFineChunksPerThread);
 }
 
-// Widens rows of a BF16/F16 weight to F32; src, dst: [rows, k].
-template <class W>
-void WidenRows(const typename W::T* src, float* dst, int64_t count) {
-  int64_t i = 0;
-  for (; i + 8 <= count; i += 8) _mm256_storeu_ps(dst + i, W::Load8(src + i));
-  for (; i < count; ++i) dst[i] = W::One(src[i]);
-}
-
 // out[:, j0:j1] (+)= x[m, k] · w[j0:j1, k]ᵀ on the calling thread: sgemm straight on F32 weights;
 // BF16/F16 weights are widened block by block into a thread-local buffer first.
 template <class W>
@@ -261,30 +233,8 @@ void Gemm(const Context& ctx, int64_t m, const float* x, const typename W::T* w,
   });
 }
 
-// out[m, n] (+)= x[m, k] · w[n, k]ᵀ for kGemvMaxRows < m ≤ kGemmAvx512MaxRows on AVX-512, F32 or BF16
-// weights read in place (gemm_avx512.h): x transposed once into the op scratch, output columns split
-// over the pool in whole weight-row blocks.
-template <class W>
-void GemmAvx512(const Context& ctx, int64_t m, const float* x, const typename W::T* w, int64_t k, float* out,
-                int64_t n, bool accumulate) {
-  // Every lane is written by the transpose: no zeroing first.
-  const std::span<float> xt = cpu::OpScratchForOverwrite(static_cast<size_t>(k * GemmAvx512Lanes(m)));
-  TransposeForGemmAvx512(x, m, k, xt.data());
-  const GemmAvx512Args args{.x = xt.data(), .m = m, .k = k, .n = n, .out = out, .accumulate = accumulate};
-  cpu::ThreadPool* pool = m * n * k >= kMinParallelMacs ? ctx.pool : nullptr;
-  const int64_t rows = GemmAvx512BlockRows(m), blocks = (n + rows - 1) / rows;
-  cpu::ParallelFor(pool, blocks, [&](int64_t b0, int64_t b1) {
-    const int64_t j0 = b0 * rows, j1 = std::min(n, b1 * rows);
-    if constexpr (std::is_same_v<W, F32W>) {
-      GemmF32Avx512(args, w, j0, j1);
-    } else {
-      GemmBf16Avx512(args, w, j0, j1);
-    }
-  });
-}
-
 // Whether m rows of x against BF16 weights run the AMX GEMM.
-bool OnAmx(int64_t m) { return m >= kGemmAmxMinRows && m <= kGemmAvx512MaxRows && UseAmxBf16Gemm(); }
+bool OnAmx(int64_t m) { return m >= kGemmAmxMinRows && m <= kGemmSmallMaxRows && UseAmxBf16Gemm(); }
 
 // x [m, k] packed for the AMX GEMM (PackForGemmAmx) in the thread's op scratch (every element written).
 const uint16_t* AmxInput(const float* x, int64_t m, int64_t k) {
@@ -312,9 +262,6 @@ void Run(const Context& ctx, int64_t m, const float* x, const typename W::T* w, 
   if constexpr (std::is_same_v<W, Bf16W>) {
     if (OnAmx(m)) return GemmAmx(ctx, m, x, w, k, out, n, accumulate);
   }
-  if constexpr (!std::is_same_v<W, F16W>) {
-    if (m <= kGemmAvx512MaxRows && cpu::UseAvx512()) return GemmAvx512<W>(ctx, m, x, w, k, out, n, accumulate);
-  }
   Gemm<W>(ctx, m, x, w, k, out, n, accumulate);
 }
 
@@ -338,29 +285,22 @@ void GroupItemRange(const LinearGroupItem& item, int64_t m, const float* x, cons
   }
 }
 
-// Whether a group with m rows of x runs GroupGemmAvx512: kGemvMaxRows < m ≤ kGemmAvx512MaxRows, the
-// CPU runs AVX-512 and no item has F16 weights.
-bool GroupOnGemmAvx512(const LinearGroupArgs& args, int64_t m) {
-  if (m <= kGemvMaxRows || m > kGemmAvx512MaxRows || !cpu::UseAvx512()) return false;
-  return std::none_of(args.items.begin(), args.items.end(),
-                      [](const LinearGroupItem& item) { return item.w->dtype() == DType::kF16; });
-}
-
-// Runs fn(item, j0, j1) over every item's output columns [j0, j1) in blocks of `rows`, the items'
-// blocks one after another in one ParallelFor (bit-equal to separate calls: a column's sum does not
-// depend on its block).
-template <class Fn>
-void ForGroupBlocks(const Context& ctx, const LinearGroupArgs& args, int64_t m, int64_t k, int64_t rows, const Fn& fn) {
+// Runs fn(item, j0, j1) over every item's output columns [j0, j1) in blocks of rows_of(item), the
+// items' blocks one after another in one ParallelFor (bit-equal to separate calls: a column's sum does
+// not depend on its block).
+template <class RowsOf, class Fn>
+void ForGroupBlocks(const Context& ctx, std::span<const LinearGroupItem> items, int64_t m, int64_t k,
+                    const RowsOf& rows_of, const Fn& fn) {
   int64_t blocks = 0, total = 0;
-  for (const LinearGroupItem& item : args.items) {
-    blocks += (item.w->dim(0) + rows - 1) / rows;
+  for (const LinearGroupItem& item : items) {
+    blocks += (item.w->dim(0) + rows_of(item) - 1) / rows_of(item);
     total += item.w->dim(0);
   }
   cpu::ThreadPool* pool = m * total * k >= kMinParallelMacs ? ctx.pool : nullptr;
   cpu::ParallelFor(pool, blocks, [&](int64_t b0, int64_t b1) {
     int64_t first = 0;  // the item's first block
-    for (const LinearGroupItem& item : args.items) {
-      const int64_t n = item.w->dim(0), count = (n + rows - 1) / rows;
+    for (const LinearGroupItem& item : items) {
+      const int64_t n = item.w->dim(0), rows = rows_of(item), count = (n + rows - 1) / rows;
       const int64_t lo = std::max(b0, first), hi = std::min(b1, first + count);
       if (lo < hi) fn(item, (lo - first) * rows, std::min(n, (hi - first) * rows));
       first += count;
@@ -368,21 +308,54 @@ void ForGroupBlocks(const Context& ctx, const LinearGroupArgs& args, int64_t m, 
   });
 }
 
-// LinearGroupCpu on the AVX-512 GEMM: x [m, k] transposed once, then every item's weight-row blocks.
-void GroupGemmAvx512(const Context& ctx, const LinearGroupArgs& args) {
-  const Tensor& x = *args.x;
-  const int64_t m = x.dim(0), k = x.dim(1);
+// Whether a small-m GEMM of this weight runs the AVX-512 kernel (the CPU allows it; F16 weights have
+// only the AVX2 one) rather than the AVX2 one.
+bool SmallGemmOnAvx512(const Tensor& w) { return w.dtype() != DType::kF16 && cpu::UseAvx512(); }
+
+// Weight rows per block of this weight's small-m GEMM kernel for m rows of x.
+int64_t SmallGemmBlockRows(const Tensor& w, int64_t m) {
+  return SmallGemmOnAvx512(w) ? GemmAvx512BlockRows(m) : kGemmAvx2BlockRows;
+}
+
+// Output columns [j0, j1) of one weight's small-m GEMM (a.x: TransposeForGemm's xt), on the kernel
+// SmallGemmOnAvx512 picks.
+void SmallGemmColumns(const GemmXtArgs& a, const Tensor& w, int64_t j0, int64_t j1) {
+  const bool wide = SmallGemmOnAvx512(w);
+  switch (w.dtype()) {
+    case DType::kF32:
+      return wide ? GemmF32Avx512(a, Data<float>(w), j0, j1) : GemmF32Avx2(a, Data<float>(w), j0, j1);
+    case DType::kBF16:
+      return wide ? GemmBf16Avx512(a, Data<uint16_t>(w), j0, j1) : GemmBf16Avx2(a, Data<uint16_t>(w), j0, j1);
+    case DType::kF16:
+      return GemmF16Avx2(a, Data<uint16_t>(w), j0, j1);
+    case DType::kI32:
+      return;  // refused by validation
+  }
+}
+
+// out_i [m, n_i] (+)= x [m, k] · w_iᵀ for every item, kGemvMaxRows < m ≤ kGemmSmallMaxRows, on our
+// small-m GEMMs (gemm_avx2.h, gemm_avx512.h): x transposed once into the op scratch, then every
+// item's blocks of weight rows, read in place, in one ParallelFor.
+void SmallGemm(const Context& ctx, const float* x, int64_t m, int64_t k, std::span<const LinearGroupItem> items,
+               bool accumulate) {
   // Every lane is written by the transpose: no zeroing first.
-  const std::span<float> xt = cpu::OpScratchForOverwrite(static_cast<size_t>(k * GemmAvx512Lanes(m)));
-  TransposeForGemmAvx512(Data<float>(x), m, k, xt.data());
-  ForGroupBlocks(ctx, args, m, k, GemmAvx512BlockRows(m), [&](const LinearGroupItem& item, int64_t j0, int64_t j1) {
-    const GemmAvx512Args a{.x = xt.data(), .m = m, .k = k, .n = item.w->dim(0), .out = Data<float>(*item.out)};
-    if (item.w->dtype() == DType::kF32) {
-      GemmF32Avx512(a, Data<float>(*item.w), j0, j1);
-    } else {
-      GemmBf16Avx512(a, Data<uint16_t>(*item.w), j0, j1);
-    }
+  const std::span<float> xt = cpu::OpScratchForOverwrite(static_cast<size_t>(k * GemmLanes(m)));
+  TransposeForGemm(x, m, k, xt.data());
+  auto rows_of = [m](const LinearGroupItem& item) { return SmallGemmBlockRows(*item.w, m); };
+  ForGroupBlocks(ctx, items, m, k, rows_of, [&](const LinearGroupItem& item, int64_t j0, int64_t j1) {
+    const GemmXtArgs a{.x = xt.data(), .m = m, .k = k, .n = item.w->dim(0), .out = Data<float>(*item.out),
+                       .accumulate = accumulate};
+    SmallGemmColumns(a, *item.w, j0, j1);
   });
+}
+
+// Whether a group with m rows of x runs SmallGemm: kGemvMaxRows < m ≤ kGemmSmallMaxRows, and no BF16
+// item would run on AMX alone (a group mixing BF16 with other weights there runs item by item, so
+// each stays bit-equal to its own Linear call).
+bool GroupOnSmallGemm(const LinearGroupArgs& args, int64_t m) {
+  if (m <= kGemvMaxRows || m > kGemmSmallMaxRows) return false;
+  return !OnAmx(m) || std::none_of(args.items.begin(), args.items.end(),
+                                   [](const LinearGroupItem& item) { return item.w->dtype() == DType::kBF16; });
 }
 
 // Whether a group with m rows of x runs GroupGemmAmx: OnAmx(m) and every item has BF16 weights.
@@ -396,7 +369,8 @@ void GroupGemmAmx(const Context& ctx, const LinearGroupArgs& args) {
   const Tensor& x = *args.x;
   const int64_t m = x.dim(0), k = x.dim(1);
   const uint16_t* xp = AmxInput(Data<float>(x), m, k);
-  ForGroupBlocks(ctx, args, m, k, kGemmAmxBlockRows, [&](const LinearGroupItem& item, int64_t j0, int64_t j1) {
+  auto rows_of = [](const LinearGroupItem&) { return kGemmAmxBlockRows; };
+  ForGroupBlocks(ctx, args.items, m, k, rows_of, [&](const LinearGroupItem& item, int64_t j0, int64_t j1) {
     const GemmAmxArgs a{.x = xp, .m = m, .k = k, .n = item.w->dim(0), .out = Data<float>(*item.out)};
     GemmBf16Amx(a, Data<uint16_t>(*item.w), j0, j1);
   });
@@ -411,8 +385,8 @@ absl::Status LinearGroupCpu(const Context& ctx, const LinearGroupArgs& args) {
     GroupGemmAmx(ctx, args);
     return absl::OkStatus();
   }
-  if (k > 0 && GroupOnGemmAvx512(args, m)) {
-    GroupGemmAvx512(ctx, args);
+  if (k > 0 && GroupOnSmallGemm(args, m)) {
+    SmallGemm(ctx, Data<float>(x), m, k, args.items, /*accumulate=*/false);
     return absl::OkStatus();
   }
   if (m > kGemvMaxRows || m == 0 || k == 0) {  // other GEMM sizes: one sgemm pass per item
@@ -463,6 +437,12 @@ absl::Status LinearCpu(const Context& ctx, const LinearArgs& args) {
     return absl::OkStatus();
   }
   const float* xp = Data<float>(x);
+  const bool amx = w.dtype() == DType::kBF16 && OnAmx(m);
+  if (m > kGemvMaxRows && m <= kGemmSmallMaxRows && !amx) {
+    const LinearGroupItem item{.w = args.w, .out = args.out};
+    SmallGemm(ctx, xp, m, k, {&item, 1}, args.accumulate);
+    return absl::OkStatus();
+  }
   switch (w.dtype()) {
     case DType::kF32:
       Run<F32W>(ctx, m, xp, Data<float>(w), k, o, n, args.accumulate);

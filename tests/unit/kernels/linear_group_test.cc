@@ -90,15 +90,17 @@ TEST(LinearGroupTest, BitEqualToSeparateCallsThreaded) {
   ExpectGroupEqualsSeparate(17, 131, {301, 5, 77}, &pool2);
 }
 
-// At 8 < m ≤ 64 on AVX-512, groups without F16 weights run in one ParallelFor on the AVX-512 GEMM
-// (all-BF16 groups from m = 16 on AMX where the CPU has it); with AVX2 forced, one sgemm pass per item.
-// Bit-equal to separate calls either way.
-TEST(LinearGroupTest, GemmGroupsWithoutF16BitEqualToSeparateCalls) {
+// At 8 < m ≤ 64 a group runs in one ParallelFor on the small-m GEMMs: AVX-512 for F32 and BF16 items
+// where the CPU has it, AVX2 for F16 items and with AVX2 forced (all-BF16 groups from m = 16 on AMX
+// where the CPU has it; a BF16 item mixed with others there runs alone). Bit-equal to separate calls
+// either way, mixed dtypes included.
+TEST(LinearGroupTest, GemmGroupsBitEqualToSeparateCalls) {
   cpu::ThreadPool pool2(2);
   for (bool force_avx2 : {false, true}) {
     cpu::ForceAvx2ForTesting(force_avx2);
     SCOPED_TRACE(force_avx2 ? "AVX2 forced" : "run-time choice");
-    for (DType dtype : {DType::kF32, DType::kBF16}) {
+    for (std::optional<DType> dtype : {std::optional(DType::kF32), std::optional(DType::kBF16),
+                                       std::optional(DType::kF16), std::optional<DType>()}) {
       for (int64_t m : {9, 17, 33, 64}) ExpectGroupEqualsSeparate(m, 37, {7, 1, 19, 4, 33}, nullptr, dtype);
       ExpectGroupEqualsSeparate(33, 131, {301, 5, 77}, &pool2, dtype);
       ExpectGroupEqualsSeparate(32, 256, {64, 32, 96}, &pool2, dtype);  // whole AMX tiles and column steps

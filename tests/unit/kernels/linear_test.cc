@@ -1,5 +1,6 @@
 // Linear against a double-precision loop: F32/BF16/F16 weights, odd sizes, GEMV (m ≤ 8) and GEMM
-// paths (AVX-512 and AVX2/OpenBLAS), threaded and not, accumulate, and argument validation.
+// paths (the small-m GEMMs on AVX-512, AMX and AVX2; OpenBLAS above m = 64), threaded and not,
+// accumulate, and argument validation.
 #include "kernels/cpu/isa.h"
 #include "kernels/linear/linear.h"
 
@@ -96,7 +97,7 @@ void RunCase(DType dtype, int64_t m, int64_t n, int64_t k, bool accumulate, cpu:
 class LinearDTypeTest : public testing::TestWithParam<DType> {};
 
 TEST_P(LinearDTypeTest, MatchesDoubleLoopSingleThreaded) {
-  for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 8, 9, 64}) {
+  for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 8, 9, 64, 65, 97}) {  // the GEMV, the small-m GEMMs, OpenBLAS
     for (int64_t k : {1, 7, 16, 37, 269}) RunCase(GetParam(), m, 19, k, false, nullptr);
     RunCase(GetParam(), m, 3, 21, false, nullptr);  // fewer output rows than any block
   }
@@ -110,10 +111,11 @@ TEST_P(LinearDTypeTest, MatchesDoubleLoopThreaded) {
   RunCase(GetParam(), 64, 301, 131, false, &pool2);
   RunCase(GetParam(), 1, 2053, 269, true, &pool3);
   RunCase(GetParam(), 64, 301, 131, true, &pool2);
+  RunCase(GetParam(), 80, 301, 131, true, &pool3);
 }
 
 TEST_P(LinearDTypeTest, Accumulates) {
-  for (int64_t m : {1, 7, 64}) RunCase(GetParam(), m, 33, 45, true, nullptr);
+  for (int64_t m : {1, 7, 64, 65}) RunCase(GetParam(), m, 33, 45, true, nullptr);
 }
 
 TEST_P(LinearDTypeTest, EmptyReductionGivesZeroOrKeepsOut) {
@@ -167,11 +169,12 @@ TEST(LinearBf16PathsTest, SplitForAvx512LaysOutEvenThenOddColumns) {
   }
 }
 
-// The GEMM (8 < m) has an AVX-512 kernel for F32 and BF16 weights up to m = 64 (gemm_avx512.h), an AMX
-// kernel for BF16 weights from m = 16 (gemm_amx.h), and OpenBLAS elsewhere (the forced-AVX2 path). Each
-// meets the double loop with tails everywhere: m past a multiple of 16 (one zmm of batch rows, one AMX
-// tile), n past the weight-row blocks (12, 8 or 6 rows, then 4 and 1; AMX's 16 and 32), k past 16 and
-// 32 (AMX's column step), and BF16 widening blocks (k = 269 widens 12 rows at a time).
+// The GEMM for 8 < m ≤ 64 has an AVX-512 kernel for F32 and BF16 weights (gemm_avx512.h), an AMX
+// kernel for BF16 weights from m = 16 (gemm_amx.h), and an AVX2 kernel (gemm_avx2.h) for F16 weights
+// and for CPUs without AVX-512 (the forced-AVX2 path). Each meets the double loop with tails
+// everywhere: m past a multiple of 16 (one zmm or two ymm of batch rows, one AMX tile), n past the
+// weight-row blocks (AVX-512: 12, 8 or 6 rows, then 4 and 1; AVX2: 6, 3, 1; AMX's 16 and 32), k past
+// 16 and 32 (AMX's column step), and BF16/F16 widening blocks (k = 269).
 enum class GemmPath { kAvx2Forced, kAvx512, kAmx };
 
 std::string GemmPathName(const testing::TestParamInfo<std::tuple<DType, GemmPath>>& info) {
@@ -212,8 +215,8 @@ TEST_P(LinearGemmPathsTest, MatchesTheDoubleLoop) {
   RunCase(dtype, 32, 160, 256, false, &pool2);  // whole tiles and column steps: weights read in place
 }
 
-INSTANTIATE_TEST_SUITE_P(F32AndBf16, LinearGemmPathsTest,
-                         testing::Combine(testing::Values(DType::kF32, DType::kBF16),
+INSTANTIATE_TEST_SUITE_P(AllWeightTypes, LinearGemmPathsTest,
+                         testing::Combine(testing::Values(DType::kF32, DType::kBF16, DType::kF16),
                                           testing::Values(GemmPath::kAvx2Forced, GemmPath::kAvx512, GemmPath::kAmx)),
                          GemmPathName);
 
