@@ -4,7 +4,6 @@
 
 #include <cstdint>
 
-#include "kernels/cpu/isa.h"
 
 namespace mcserve::kernels::internal {
 namespace {
@@ -48,8 +47,6 @@ MCSERVE_AVX512 void Step(float* S, const float* q, const float* k, const float* 
 }
 
 }  // namespace
-
-bool GatedDeltaAvx512Serves(int V) { return (V == 32 || V == 64 || V == 128) && cpu::UseAvx512(); }
 
 void GatedDeltaStepAvx512(float* S, const float* q, const float* k, const float* v, float alpha, float beta, int K,
                           int V, float* o, const float* next, int prefetch_bytes) {

@@ -1,13 +1,13 @@
 // CPU LinearMemory: tasks are (sequence, state head) pairs run in parallel; the tokens of one
 // sequence run in order against that head's [K, V] memory, which stays in cache across tokens. The
-// gated delta rule runs on AVX-512 where the CPU has it (gated_delta_avx512.h, bit-identical), asking
-// for the next task's memory while it works on this one.
+// gated delta rule runs on AVX-512 or AVX2 vector kernels (gated_delta_dispatch.h, bit-identical to the
+// generic step), asking for the next task's memory while it works on this one.
 #include <vector>
 
 #include "kernels/core/tensor_data.h"
 #include "kernels/cpu/scratch.h"
 #include "kernels/cpu/thread_pool.h"
-#include "kernels/linear_memory/gated_delta_avx512.h"
+#include "kernels/linear_memory/gated_delta_dispatch.h"
 #include "kernels/linear_memory/linear_memory.h"
 #include "kernels/linear_memory/linear_memory_math.h"
 
@@ -47,7 +47,7 @@ absl::Status LinearMemoryCpu(const Context& ctx, const LinearMemoryArgs& args) {
   const int64_t kv = static_cast<int64_t>(kd) * vd;
   // Per-head aux size: z [K], (k, v)_prev [K + V], momentum [K, V].
   const int64_t aux_n = rule == LinearMemoryRule::kSwla ? kd + vd : rule == LinearMemoryRule::kTitans ? kv : kd;
-  const bool delta_avx512 = rule == LinearMemoryRule::kGatedDelta && GatedDeltaAvx512Serves(vd);
+  const GatedDeltaStepFn delta_step = rule == LinearMemoryRule::kGatedDelta ? GatedDeltaVectorStep(vd) : nullptr;
   // Task `task`'s memory [K, V] in the pool.
   auto memory = [&](int64_t task) { return state + (static_cast<int64_t>(slots[task / hs]) * hs + task % hs) * kv; };
 
@@ -73,9 +73,9 @@ absl::Status LinearMemoryCpu(const Context& ctx, const LinearMemoryArgs& args) {
             if (normalize) NormalizeStep(A, q, k, kd, vd, o);
             break;
           case LinearMemoryRule::kGatedDelta:
-            if (delta_avx512) {
-              GatedDeltaStepAvx512(S, q, k, v, decay != nullptr ? decay[th] : 1.0f, beta[th], kd, vd, o,
-                                   t + 1 == cu[b + 1] ? next : nullptr, static_cast<int>(kv * sizeof(float)));
+            if (delta_step != nullptr) {
+              delta_step(S, q, k, v, decay != nullptr ? decay[th] : 1.0f, beta[th], kd, vd, o,
+                         t + 1 == cu[b + 1] ? next : nullptr, static_cast<int>(kv * sizeof(float)));
             } else {
               GatedDeltaStep(S, q, k, v, decay != nullptr ? decay[th] : 1.0f, beta[th], kd, vd, o, scratch.data());
             }

@@ -1,7 +1,8 @@
-// The gated delta rule on AVX-512 (gated_delta_avx512.h) against the generic step it replaces, both as
-// LinearMemory runs them: the same outputs and memories, bit for bit, over varlen batches with scattered
-// slots, with and without decay, on one thread and on a pool. The generic step is the one the kernel
-// library compiles (its flags decide which products fuse), reached by forcing the AVX2 paths.
+// The gated delta rule's vector kernels, AVX-512 (gated_delta_avx512.h) and AVX2 (gated_delta_avx2.h),
+// against the generic step they replace, all as LinearMemory runs them: the same outputs and memories,
+// bit for bit, over varlen batches with scattered slots, with and without decay, on one thread and on a
+// pool. The generic step is the one the kernel library compiles (its flags decide which products
+// fuse), reached through ForceGenericGatedDeltaForTesting.
 #include <cstdint>
 #include <cstring>
 #include <ostream>
@@ -11,7 +12,7 @@
 #include "gtest/gtest.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/thread_pool.h"
-#include "kernels/linear_memory/gated_delta_avx512.h"
+#include "kernels/linear_memory/gated_delta_dispatch.h"
 #include "kernels/linear_memory/linear_memory.h"
 
 namespace mcserve::kernels {
@@ -38,8 +39,12 @@ std::vector<float> Random(int64_t n, std::mt19937& rng, float lo, float hi) {
   return x;
 }
 
-// Sequences of 1, 3, 1, 7 and 2 tokens in slots 6, 0, 3, 8, 1 of 9, from one seed; AVX2 forced or not.
-Result RunLinearMemory(const Case& c, bool force_avx2, cpu::ThreadPool* pool) {
+// Which step LinearMemory runs: the generic one, the AVX2 kernel, or what the CPU picks (AVX-512 where it
+// has it, else AVX2).
+enum class Step { kGeneric, kAvx2, kRunTime };
+
+// Sequences of 1, 3, 1, 7 and 2 tokens in slots 6, 0, 3, 8, 1 of 9, from one seed, on `step`.
+Result RunLinearMemory(const Case& c, Step step, cpu::ThreadPool* pool) {
   std::mt19937 rng(17);
   const std::vector<int32_t> cu = {0, 1, 4, 5, 12, 14}, slots = {6, 0, 3, 8, 1};
   const int64_t t = cu.back(), n = static_cast<int64_t>(slots.size()), num_slots = 9;
@@ -53,13 +58,15 @@ Result RunLinearMemory(const Case& c, bool force_avx2, cpu::ThreadPool* pool) {
   Tensor out = *Tensor::Zeros(DType::kF32, {t, c.heads, c.v}, Device::kCpu);
   Tensor cu_t = *Tensor::FromHostI32(cu, {n + 1}, Device::kCpu);
   Tensor slots_t = *Tensor::FromHostI32(slots, {n}, Device::kCpu);
-  cpu::ForceAvx2ForTesting(force_avx2);
+  cpu::ForceAvx2ForTesting(step == Step::kAvx2);
+  internal::ForceGenericGatedDeltaForTesting(step == Step::kGeneric);
   const absl::Status s = LinearMemory({.device = Device::kCpu, .pool = pool},
                                       {.rule = LinearMemoryRule::kGatedDelta, .q = &q, .k = &k, .v = &v,
                                        .decay = c.decay ? &decay : nullptr, .beta = &beta,
                                        .layout = {.cu_seqlens = &cu_t, .slot_ids = &slots_t}, .state = &state,
                                        .out = &out});
   cpu::ForceAvx2ForTesting(false);
+  internal::ForceGenericGatedDeltaForTesting(false);
   EXPECT_TRUE(s.ok()) << s;
   return {*out.ToHostF32(), *state.ToHostF32()};
 }
@@ -71,32 +78,40 @@ void ExpectBitEqual(const std::vector<float>& a, const std::vector<float>& b, co
   }
 }
 
-class GatedDeltaAvx512Test : public ::testing::TestWithParam<Case> {};
+class GatedDeltaVectorTest : public ::testing::TestWithParam<Case> {};
 
-TEST_P(GatedDeltaAvx512Test, MatchesTheGenericStepBitForBit) {
-  const Case c = GetParam();
-  if (!cpu::UseAvx512()) GTEST_SKIP() << "this CPU has no AVX-512F/BW: only the generic step runs";
-  ASSERT_TRUE(internal::GatedDeltaAvx512Serves(static_cast<int>(c.v)));
+void ExpectStepMatchesGeneric(const Case& c, Step step) {
   cpu::ThreadPool pool(3);
   for (cpu::ThreadPool* p : {static_cast<cpu::ThreadPool*>(nullptr), &pool}) {
     SCOPED_TRACE(p == nullptr ? "one thread" : "pool of 3");
-    const Result generic = RunLinearMemory(c, /*force_avx2=*/true, p), fast = RunLinearMemory(c, /*force_avx2=*/false, p);
+    const Result generic = RunLinearMemory(c, Step::kGeneric, p), fast = RunLinearMemory(c, step, p);
     ExpectBitEqual(fast.out, generic.out, "out");
     ExpectBitEqual(fast.state, generic.state, "state");
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, GatedDeltaAvx512Test,
+TEST_P(GatedDeltaVectorTest, Avx2MatchesTheGenericStepBitForBit) { ExpectStepMatchesGeneric(GetParam(), Step::kAvx2); }
+
+TEST_P(GatedDeltaVectorTest, Avx512MatchesTheGenericStepBitForBit) {
+  if (!cpu::UseAvx512()) GTEST_SKIP() << "this CPU has no AVX-512F/BW: the AVX2 kernel is the run-time choice";
+  ExpectStepMatchesGeneric(GetParam(), Step::kRunTime);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, GatedDeltaVectorTest,
                          ::testing::Values(Case{4, 64, 64, true}, Case{4, 64, 64, false}, Case{2, 16, 32, true},
                                            Case{2, 128, 128, true}, Case{3, 32, 128, false}));
 
-// Widths it does not serve fall back to the generic step (and the AVX2 force turns it off everywhere).
-TEST(GatedDeltaAvx512Serves, OnlyItsWidthsAndNotWhenAvx2IsForced) {
-  for (int v : {16, 24, 48, 96, 256}) EXPECT_FALSE(internal::GatedDeltaAvx512Serves(v)) << v;
+// Widths without a kernel, and the test override, run the generic step; the kernel follows the ISA.
+TEST(GatedDeltaVectorStep, OnlyItsWidthsAndTheKernelOfTheIsa) {
+  for (int v : {16, 24, 48, 96, 256}) EXPECT_EQ(internal::GatedDeltaVectorStep(v), nullptr) << v;
+  internal::ForceGenericGatedDeltaForTesting(true);
+  EXPECT_EQ(internal::GatedDeltaVectorStep(64), nullptr);
+  internal::ForceGenericGatedDeltaForTesting(false);
   cpu::ForceAvx2ForTesting(true);
-  EXPECT_FALSE(internal::GatedDeltaAvx512Serves(64));
+  EXPECT_NE(internal::GatedDeltaVectorStep(64), nullptr);
+  const internal::GatedDeltaStepFn avx2 = internal::GatedDeltaVectorStep(64);
   cpu::ForceAvx2ForTesting(false);
-  EXPECT_EQ(internal::GatedDeltaAvx512Serves(64), cpu::UseAvx512());
+  EXPECT_EQ(internal::GatedDeltaVectorStep(64) == avx2, !cpu::UseAvx512());
 }
 
 }  // namespace
