@@ -66,11 +66,31 @@ inline void GemvBlock(const float* x, const float* xs, const typename W::T* w, i
   __m256 acc[M][R];
   for (int i = 0; i < M; ++i)
     for (int r = 0; r < R; ++r) acc[i][r] = _mm256_setzero_ps();
+  // The rows are short (k elements) and read once, too short for the hardware prefetcher to ramp up:
+  // fetch the next blocks' rows (contiguous after these) about kGemvPrefetchBytes ahead, a line per row
+  // every 64 bytes of it.
+  const typename W::T* next = w + GemvPrefetchBlocks(R * k * static_cast<int64_t>(sizeof(typename W::T))) * R * k;
+  constexpr int64_t kLineElements = 64 / sizeof(typename W::T);
+  auto prefetch = [&](int64_t c) {
+    if (c % kLineElements == 0) {
+      for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(next + r * k + c), _MM_HINT_T0);
+    }
+  };
   int64_t done = 0;
   if constexpr (std::is_same_v<W, Bf16W>) {
     const __m256i odd_mask = _mm256_set1_epi32(static_cast<int>(0xffff0000u));
     done = k & ~int64_t{15};
     for (int64_t c = 0; c < done; c += 16) {
+      prefetch(c);
+      if constexpr (M == 1) {  // each row widened just before its FMAs: no register holds R rows
+        const __m256 xe = _mm256_loadu_ps(xs + c), xo = _mm256_loadu_ps(xs + c + 8);
+        for (int r = 0; r < R; ++r) {
+          const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + r * k + c));
+          acc[0][r] = _mm256_fmadd_ps(xe, _mm256_castsi256_ps(_mm256_slli_epi32(raw, 16)), acc[0][r]);
+          acc[0][r] = _mm256_fmadd_ps(xo, _mm256_castsi256_ps(_mm256_and_si256(raw, odd_mask)), acc[0][r]);
+        }
+        continue;
+      }
       __m256 we[R], wo[R];
       for (int r = 0; r < R; ++r) {
         __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + r * k + c));
@@ -86,15 +106,9 @@ inline void GemvBlock(const float* x, const float* xs, const typename W::T* w, i
       }
     }
   } else {
-    // The rows are short (k floats) and read once, too short for the hardware prefetcher to ramp up:
-    // fetch the next blocks' rows (contiguous after these) about kGemvPrefetchBytes ahead, a line per
-    // row every 16 columns.
-    const typename W::T* next = w + GemvPrefetchBlocks(R * k * static_cast<int64_t>(sizeof(typename W::T))) * R * k;
     done = k & ~int64_t{7};
     for (int64_t c = 0; c < done; c += 8) {
-      if ((c & 15) == 0) {
-        for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(next + r * k + c), _MM_HINT_T0);
-      }
+      prefetch(c);
       __m256 wv[R];
       for (int r = 0; r < R; ++r) wv[r] = W::Load8(w + r * k + c);
       for (int i = 0; i < M; ++i) {
@@ -127,10 +141,12 @@ void SplitEvenOdd(const float* x, int64_t m, int64_t k, float* xs) {
   }
 }
 
-// Output-row blocking per batch size: keeps M·R accumulators + R weight vectors within 16 ymm.
+// Output-row blocking per batch size: keeps M·R accumulators + R weight vectors within 16 ymm; at
+// M = 1, 8 accumulators and each row's weights widened (BF16) or read (F32, as an FMA operand) just
+// before use, so 8 rows' loads are in flight (1.17x over 4 rows for BF16 on 2 threads, bench/README.md).
 template <int M>
 constexpr int RowsPerBlock() {
-  return M <= 2 ? 4 : M == 3 ? 3 : M <= 6 ? 2 : 1;
+  return M == 1 ? 8 : M <= 2 ? 4 : M == 3 ? 3 : M <= 6 ? 2 : 1;
 }
 
 // Output columns [j0, j1) of out[M, n] (+)= x[M, k] · w[n, k]ᵀ.
