@@ -46,7 +46,7 @@ constexpr int64_t kMinParallelGemvBytes = int64_t{192} << 10;
 cpu::ThreadPool* GemvPool(const Context& ctx, int64_t m, int64_t weight_bytes) {
   return m * weight_bytes >= kMinParallelGemvBytes ? ctx.pool : nullptr;
 }
-constexpr int64_t kConvertBlockBytes = 1 << 20;  // F32 size of one widened weight block (m > 8)
+constexpr int64_t kConvertBlockBytes = 1 << 20;  // F32 size of one widened weight block (m > 64, OpenBLAS)
 
 inline float HorizontalSum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -232,7 +232,7 @@ void GemmColumns(int64_t m, const float* x, const typename W::T* w, int64_t k, f
   }
 }
 
-// out[m, n] (+)= x[m, k] · w[n, k]ᵀ for m > kGemvMaxRows: output columns split over our pool, each
+// out[m, n] (+)= x[m, k] · w[n, k]ᵀ for m > kGemmSmallMaxRows: output columns split over our pool, each
 // block one single-threaded sgemm (cpu::ThreadPool turns OpenBLAS's own threads off).
 template <class W>
 void Gemm(const Context& ctx, int64_t m, const float* x, const typename W::T* w, int64_t k, float* out,

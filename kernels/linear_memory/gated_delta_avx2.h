@@ -6,12 +6,11 @@
 // bit-identical to it. Any thread.
 #pragma once
 
+#include "kernels/linear_memory/gated_delta_token.h"
+
 namespace mcserve::kernels::internal {
 
-// One token of one head, as GatedDeltaStepAvx512 (gated_delta_avx512.h): S [K, V] = α S;
-// u = β (v − Sᵀk); S += k uᵀ; o [V] = Sᵀ q; the first `prefetch_bytes` of `next` (or null) asked for.
-// V ∈ {32, 64, 128}.
-void GatedDeltaStepAvx2(float* S, const float* q, const float* k, const float* v, float alpha, float beta, int K,
-                        int V, float* o, const float* next, int prefetch_bytes);
+// One token of one head (gated_delta_token.h).
+void GatedDeltaStepAvx2(const GatedDeltaToken& t);
 
 }  // namespace mcserve::kernels::internal

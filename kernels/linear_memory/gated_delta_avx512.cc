@@ -17,9 +17,14 @@ constexpr int kLine = 64;
 // FMAs and their order per output element are those of the generic step. `next`'s lines are asked for
 // spread over pass 1, one row's worth per row.
 template <int NV>
-MCSERVE_AVX512 void Step(float* S, const float* q, const float* k, const float* v, float alpha, float beta, int K,
-                         float* o, const char* next, int prefetch_bytes) {
+MCSERVE_AVX512 void Step(const GatedDeltaToken& t) {
   constexpr int V = 16 * NV;
+  float* S = t.S;
+  const float *q = t.q, *k = t.k, *v = t.v;
+  const float alpha = t.alpha, beta = t.beta;
+  const int K = t.K, prefetch_bytes = t.prefetch_bytes;
+  float* o = t.o;
+  const char* next = reinterpret_cast<const char*>(t.next);
   const __m512 a = _mm512_set1_ps(alpha);
   __m512 u[NV];
   for (int c = 0; c < NV; ++c) u[c] = _mm512_setzero_ps();
@@ -48,13 +53,11 @@ MCSERVE_AVX512 void Step(float* S, const float* q, const float* k, const float* 
 
 }  // namespace
 
-void GatedDeltaStepAvx512(float* S, const float* q, const float* k, const float* v, float alpha, float beta, int K,
-                          int V, float* o, const float* next, int prefetch_bytes) {
-  const char* n = reinterpret_cast<const char*>(next);
-  switch (V) {
-    case 32: return Step<2>(S, q, k, v, alpha, beta, K, o, n, prefetch_bytes);
-    case 64: return Step<4>(S, q, k, v, alpha, beta, K, o, n, prefetch_bytes);
-    case 128: return Step<8>(S, q, k, v, alpha, beta, K, o, n, prefetch_bytes);
+void GatedDeltaStepAvx512(const GatedDeltaToken& t) {
+  switch (t.V) {
+    case 32: return Step<2>(t);
+    case 64: return Step<4>(t);
+    case 128: return Step<8>(t);
   }
 }
 

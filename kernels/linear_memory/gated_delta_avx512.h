@@ -5,12 +5,11 @@
 // to it. Chosen at run time (gated_delta_dispatch.h); any thread.
 #pragma once
 
+#include "kernels/linear_memory/gated_delta_token.h"
+
 namespace mcserve::kernels::internal {
 
-// One token of one head: S [K, V] = α S; u = β (v − Sᵀk); S += k uᵀ; o [V] = Sᵀ q. Before it
-// returns, the first `prefetch_bytes` of `next` (the next head's state, or null) are asked for.
-// V ∈ {32, 64, 128}; call only where cpu::UseAvx512().
-void GatedDeltaStepAvx512(float* S, const float* q, const float* k, const float* v, float alpha, float beta, int K,
-                          int V, float* o, const float* next, int prefetch_bytes);
+// One token of one head (gated_delta_token.h). Call only where cpu::UseAvx512().
+void GatedDeltaStepAvx512(const GatedDeltaToken& t);
 
 }  // namespace mcserve::kernels::internal

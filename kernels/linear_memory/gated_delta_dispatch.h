@@ -3,12 +3,12 @@
 // that ask for it, run the generic step (linear_memory_math.h). Both kernels are bit-identical to it.
 #pragma once
 
+#include "kernels/linear_memory/gated_delta_token.h"
+
 namespace mcserve::kernels::internal {
 
-// One token of one head (GatedDeltaStepAvx512's contract): S, q, k, v, α, β, K, V, o, the next head's
-// memory (or null) and how many of its bytes to ask for.
-using GatedDeltaStepFn = void (*)(float* S, const float* q, const float* k, const float* v, float alpha, float beta,
-                                  int K, int V, float* o, const float* next, int prefetch_bytes);
+// One token of one head (gated_delta_token.h).
+using GatedDeltaStepFn = void (*)(const GatedDeltaToken& t);
 
 // The vector step for value width V on this CPU, or null for the generic step. Any thread.
 GatedDeltaStepFn GatedDeltaVectorStep(int V);

@@ -74,8 +74,9 @@ absl::Status LinearMemoryCpu(const Context& ctx, const LinearMemoryArgs& args) {
             break;
           case LinearMemoryRule::kGatedDelta:
             if (delta_step != nullptr) {
-              delta_step(S, q, k, v, decay != nullptr ? decay[th] : 1.0f, beta[th], kd, vd, o,
-                         t + 1 == cu[b + 1] ? next : nullptr, static_cast<int>(kv * sizeof(float)));
+              delta_step({.S = S, .q = q, .k = k, .v = v, .alpha = decay != nullptr ? decay[th] : 1.0f,
+                          .beta = beta[th], .K = kd, .V = vd, .o = o, .next = t + 1 == cu[b + 1] ? next : nullptr,
+                          .prefetch_bytes = static_cast<int>(kv * sizeof(float))});
             } else {
               GatedDeltaStep(S, q, k, v, decay != nullptr ? decay[th] : 1.0f, beta[th], kd, vd, o, scratch.data());
             }
