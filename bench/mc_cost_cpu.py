@@ -19,7 +19,10 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "reference"))
-STEPS = (32, 160)
+# The process's set-up (export load, 64K-token fast-forward, prefill) varies by ~100 ms between runs on
+# our machines; 128 steps apart (once 32 and 160) that swung the per-token difference by a third, so
+# the two counts are 512 steps apart.
+STEPS = (32, 544)
 DEFAULT_VARIANTS = ["SSC k=2 C=256:aggregation=ssc,top_k=2", "residual C=256:aggregation=residual"]
 
 
