@@ -89,19 +89,19 @@ inline void GemvBlock(const float* x, const float* xs, const typename W::T* w, i
           acc[0][r] = _mm256_fmadd_ps(xe, _mm256_castsi256_ps(_mm256_slli_epi32(raw, 16)), acc[0][r]);
           acc[0][r] = _mm256_fmadd_ps(xo, _mm256_castsi256_ps(_mm256_and_si256(raw, odd_mask)), acc[0][r]);
         }
-        continue;
-      }
-      __m256 we[R], wo[R];
-      for (int r = 0; r < R; ++r) {
-        __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + r * k + c));
-        we[r] = _mm256_castsi256_ps(_mm256_slli_epi32(raw, 16));
-        wo[r] = _mm256_castsi256_ps(_mm256_and_si256(raw, odd_mask));
-      }
-      for (int i = 0; i < M; ++i) {
-        __m256 xe = _mm256_loadu_ps(xs + i * k + c), xo = _mm256_loadu_ps(xs + i * k + c + 8);
+      } else {  // R rows widened once, met by every row of x
+        __m256 we[R], wo[R];
         for (int r = 0; r < R; ++r) {
-          acc[i][r] = _mm256_fmadd_ps(xe, we[r], acc[i][r]);
-          acc[i][r] = _mm256_fmadd_ps(xo, wo[r], acc[i][r]);
+          __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + r * k + c));
+          we[r] = _mm256_castsi256_ps(_mm256_slli_epi32(raw, 16));
+          wo[r] = _mm256_castsi256_ps(_mm256_and_si256(raw, odd_mask));
+        }
+        for (int i = 0; i < M; ++i) {
+          __m256 xe = _mm256_loadu_ps(xs + i * k + c), xo = _mm256_loadu_ps(xs + i * k + c + 8);
+          for (int r = 0; r < R; ++r) {
+            acc[i][r] = _mm256_fmadd_ps(xe, we[r], acc[i][r]);
+            acc[i][r] = _mm256_fmadd_ps(xo, wo[r], acc[i][r]);
+          }
         }
       }
     }
@@ -309,7 +309,8 @@ void ForGroupBlocks(const Context& ctx, std::span<const LinearGroupItem> items, 
                     const RowsOf& rows_of, const Fn& fn) {
   int64_t blocks = 0, total = 0;
   for (const LinearGroupItem& item : items) {
-    blocks += (item.w->dim(0) + rows_of(item) - 1) / rows_of(item);
+    const int64_t rows = rows_of(item);
+    blocks += (item.w->dim(0) + rows - 1) / rows;
     total += item.w->dim(0);
   }
   cpu::ThreadPool* pool = m * total * k >= kMinParallelMacs ? ctx.pool : nullptr;
@@ -365,13 +366,13 @@ void SmallGemm(const Context& ctx, const float* x, int64_t m, int64_t k, std::sp
   });
 }
 
-// Whether a group with m rows of x runs SmallGemm: kGemvMaxRows < m ≤ kGemmSmallMaxRows, and no BF16
+// Whether these items with m rows of x run SmallGemm: kGemvMaxRows < m ≤ kGemmSmallMaxRows, and no BF16
 // item would run on AMX alone (a group mixing BF16 with other weights there runs item by item, so
 // each stays bit-equal to its own Linear call).
-bool GroupOnSmallGemm(const LinearGroupArgs& args, int64_t m) {
+bool OnSmallGemm(std::span<const LinearGroupItem> items, int64_t m) {
   if (m <= kGemvMaxRows || m > kGemmSmallMaxRows) return false;
-  return !OnAmx(m) || std::none_of(args.items.begin(), args.items.end(),
-                                   [](const LinearGroupItem& item) { return item.w->dtype() == DType::kBF16; });
+  auto bf16 = [](const LinearGroupItem& item) { return item.w->dtype() == DType::kBF16; };
+  return !OnAmx(m) || std::none_of(items.begin(), items.end(), bf16);
 }
 
 // Whether a group with m rows of x runs GroupGemmAmx: OnAmx(m) and every item has BF16 weights.
@@ -401,7 +402,7 @@ absl::Status LinearGroupCpu(const Context& ctx, const LinearGroupArgs& args) {
     GroupGemmAmx(ctx, args);
     return absl::OkStatus();
   }
-  if (k > 0 && GroupOnSmallGemm(args, m)) {
+  if (k > 0 && OnSmallGemm(args.items, m)) {
     SmallGemm(ctx, Data<float>(x), m, k, args.items, /*accumulate=*/false);
     return absl::OkStatus();
   }
@@ -453,9 +454,7 @@ absl::Status LinearCpu(const Context& ctx, const LinearArgs& args) {
     return absl::OkStatus();
   }
   const float* xp = Data<float>(x);
-  const bool amx = w.dtype() == DType::kBF16 && OnAmx(m);
-  if (m > kGemvMaxRows && m <= kGemmSmallMaxRows && !amx) {
-    const LinearGroupItem item{.w = args.w, .out = args.out};
+  if (const LinearGroupItem item{.w = args.w, .out = args.out}; OnSmallGemm({&item, 1}, m)) {
     SmallGemm(ctx, xp, m, k, {&item, 1}, args.accumulate);
     return absl::OkStatus();
   }

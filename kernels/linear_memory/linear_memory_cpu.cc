@@ -72,15 +72,17 @@ absl::Status LinearMemoryCpu(const Context& ctx, const LinearMemoryArgs& args) {
             AdditiveStep(S, q, k, v, key_decay != nullptr ? key_decay + (t * hk + kh) * kd : nullptr, kd, vd, o);
             if (normalize) NormalizeStep(A, q, k, kd, vd, o);
             break;
-          case LinearMemoryRule::kGatedDelta:
+          case LinearMemoryRule::kGatedDelta: {
+            const float alpha = decay != nullptr ? decay[th] : 1.0f;
             if (delta_step != nullptr) {
-              delta_step({.S = S, .q = q, .k = k, .v = v, .alpha = decay != nullptr ? decay[th] : 1.0f,
-                          .beta = beta[th], .K = kd, .V = vd, .o = o, .next = t + 1 == cu[b + 1] ? next : nullptr,
+              delta_step({.S = S, .q = q, .k = k, .v = v, .alpha = alpha, .beta = beta[th], .K = kd, .V = vd, .o = o,
+                          .next = t + 1 == cu[b + 1] ? next : nullptr,
                           .prefetch_bytes = static_cast<int>(kv * sizeof(float))});
             } else {
-              GatedDeltaStep(S, q, k, v, decay != nullptr ? decay[th] : 1.0f, beta[th], kd, vd, o, scratch.data());
+              GatedDeltaStep(S, q, k, v, alpha, beta[th], kd, vd, o, scratch.data());
             }
             break;
+          }
           case LinearMemoryRule::kSwla:
             SwlaStep(S, q, k, v, decay[th], beta[th], gamma[th], kd, vd, A, o);
             break;
