@@ -78,12 +78,6 @@ const char* DeviceName(Device d) {
   return "?";
 }
 
-int64_t NumElements(const Shape& shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
-}
-
 std::string ShapeString(const Shape& shape) { return absl::StrCat("[", absl::StrJoin(shape, ", "), "]"); }
 
 void* RawData(const Tensor& t) { return t.data_; }

@@ -34,12 +34,6 @@ absl::Status CheckTensor(const char* op, absl::string_view name, const Tensor& t
 
 std::string ListItem::Name() const { return absl::StrCat(list, "[", index, "]", field); }
 
-absl::Status CheckListTensor(const char* op, const ListItem& item, const Tensor& t, Device device,
-                             const TensorSpec& spec) {
-  if (t.device() == device && t.dtype() == spec.dtype && t.shape() == spec.shape) return absl::OkStatus();
-  return CheckArg(op, item.Name().c_str(), t, device, spec);
-}
-
 absl::Status CheckArg(const char* op, const char* name, const Tensor& t, Device device, const TensorSpec& spec) {
   MCSERVE_RETURN_IF_ERROR(CheckOnDevice(op, name, t, device));
   return CheckTensor(op, name, t, spec.dtype, spec.shape, spec.want);

@@ -49,11 +49,25 @@ struct TensorSpec {
   const char* want;
 };
 
+// Whether `t` is on `device` with exactly `spec`'s dtype and shape: the checks' fast path, inline and
+// without calls (a read-out checks every page it lists, every token).
+inline bool MatchesSpec(const Tensor& t, Device device, const TensorSpec& spec) {
+  const Shape& shape = t.shape();
+  if (t.device() != device || t.dtype() != spec.dtype || shape.size() != spec.shape.size()) return false;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] != spec.shape[d]) return false;
+  }
+  return true;
+}
+
 // CheckOnDevice, then CheckTensor.
 absl::Status CheckArg(const char* op, const char* name, const Tensor& t, Device device, const TensorSpec& spec);
 // The same for a list element.
-absl::Status CheckListTensor(const char* op, const ListItem& item, const Tensor& t, Device device,
-                             const TensorSpec& spec);
+inline absl::Status CheckListTensor(const char* op, const ListItem& item, const Tensor& t, Device device,
+                                    const TensorSpec& spec) {
+  if (MatchesSpec(t, device, spec)) return absl::OkStatus();
+  return CheckArg(op, item.Name().c_str(), t, device, spec);
+}
 
 // Whether the storage of a and b overlaps (views of one buffer included; empty tensors never do).
 bool Overlaps(const Tensor& a, const Tensor& b);
