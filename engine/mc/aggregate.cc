@@ -26,14 +26,17 @@ struct AggregateScratch {
 // else staged to the device (CheckpointStore::Stage). `all` is index scratch.
 absl::Status MemoryStage::AppendPages(CheckpointStore& store, int slot, CheckpointList cps,
                                       std::vector<int32_t>& all, PageList& list) const {
+  // Side by side, in cps's order: the page objects are not touched.
+  const std::span<const Tensor> keys = store.PooledKeys(slot, layer_);
   if (store.AllOnDevice(slot, layer_)) {
-    for (const McCheckpoint* cp : cps) list.pages.push_back({.memory = &cp->memory, .pooled_key = &cp->pooled_key});
+    const std::span<const Tensor> memories = store.Memories(slot, layer_);
+    for (size_t i = 0; i < cps.size(); ++i) list.pages.push_back({.memory = &memories[i], .pooled_key = &keys[i]});
     return absl::OkStatus();
   }
   all.resize(cps.size());
   for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int32_t>(i);
-  MCSERVE_ASSIGN_OR_RETURN(std::vector<const Tensor*> memories, store.Stage(slot, layer_, all));
-  for (size_t i = 0; i < cps.size(); ++i) list.pages.push_back({.memory = memories[i], .pooled_key = &cps[i]->pooled_key});
+  MCSERVE_ASSIGN_OR_RETURN(std::vector<const Tensor*> staged, store.Stage(slot, layer_, all));
+  for (size_t i = 0; i < cps.size(); ++i) list.pages.push_back({.memory = staged[i], .pooled_key = &keys[i]});
   return absl::OkStatus();
 }
 

@@ -83,6 +83,8 @@ absl::Status CheckpointStore::Freeze(int slot, int layer, const Tensor& memory, 
   MCSERVE_RETURN_IF_ERROR(page->memory.CopyFrom(memory));
   MCSERVE_ASSIGN_OR_RETURN(page->pooled_key, Tensor::Zeros(kernels::DType::kF32, pooled_key.shape(), device_));
   MCSERVE_RETURN_IF_ERROR(page->pooled_key.CopyFrom(pooled_key));
+  McCheckpoint* raw = page.get();
+  MCSERVE_RETURN_IF_ERROR(Push(ListOf(slot, layer), raw));
   stats_.device_bytes += page->pooled_key.nbytes();
   if (tier == CheckpointTier::kDevice) {
     stats_.device_bytes += page->memory.nbytes();
@@ -92,21 +94,27 @@ absl::Status CheckpointStore::Freeze(int slot, int layer, const Tensor& memory, 
     stats_.host_bytes += page->memory.nbytes();
     ++stats_.host_pages;
   }
-  McCheckpoint* raw = page.get();
   pages_.emplace(raw->id, std::move(page));
-  Push(ListOf(slot, layer), raw);
   return absl::OkStatus();
 }
 
-void CheckpointStore::Push(List& list, McCheckpoint* page) {
+absl::Status CheckpointStore::Push(List& list, McCheckpoint* page) {
+  const int64_t before = list.keys.capacity_bytes();
+  const absl::Status appended = list.keys.Append(page->pooled_key, device_);
+  stats_.key_block_bytes += list.keys.capacity_bytes() - before;  // it may have grown, even on an error
+  MCSERVE_RETURN_IF_ERROR(appended);
   list.pages.push_back(page);
+  list.memories.push_back(page->memory);
   if (page->tier == CheckpointTier::kHost) ++list.host_pages;
   if (page->running_refs++ == 0) ++stats_.referenced_pages;
+  return absl::OkStatus();
 }
 
 void CheckpointStore::Pop(List& list, std::list<HotEntry>& hot) {
   McCheckpoint* page = list.pages.back();
   list.pages.pop_back();
+  list.memories.pop_back();
+  list.keys.DropNewest(1);
   if (page->tier == CheckpointTier::kHost) {
     --list.host_pages;
     Forget(hot, page->id);
@@ -129,10 +137,17 @@ void CheckpointStore::FreeIfUnused(McCheckpoint* page) {
   pages_.erase(page->id);
 }
 
-void CheckpointStore::Adopt(int slot, int layer, CheckpointList pages) {
+absl::Status CheckpointStore::Adopt(int slot, int layer, CheckpointList pages) {
   List& list = ListOf(slot, layer);
   MCSERVE_CHECK(list.pages.empty());
-  for (const McCheckpoint* page : pages) Push(list, const_cast<McCheckpoint*>(page));
+  for (const McCheckpoint* page : pages) {
+    const absl::Status pushed = Push(list, const_cast<McCheckpoint*>(page));
+    if (!pushed.ok()) {
+      DropNewest(slot, layer, static_cast<int>(list.pages.size()));
+      return pushed;
+    }
+  }
+  return absl::OkStatus();
 }
 
 void CheckpointStore::Retain(const McCheckpoint* page) { ++const_cast<McCheckpoint*>(page)->index_refs; }
@@ -147,6 +162,10 @@ void CheckpointStore::Release(const McCheckpoint* page) {
 CheckpointStoreStats CheckpointStore::stats() const { return stats_; }
 
 CheckpointList CheckpointStore::Checkpoints(int slot, int layer) const { return ListOf(slot, layer).pages; }
+
+std::span<const Tensor> CheckpointStore::PooledKeys(int slot, int layer) const { return ListOf(slot, layer).keys.keys(); }
+
+std::span<const Tensor> CheckpointStore::Memories(int slot, int layer) const { return ListOf(slot, layer).memories; }
 
 bool CheckpointStore::AllOnDevice(int slot, int layer) const { return ListOf(slot, layer).host_pages == 0; }
 
@@ -231,25 +250,51 @@ void CheckpointStore::Clear(int slot) {
     DropNewest(slot, layer, static_cast<int>(ListOf(slot, layer).pages.size()));
     std::list<HotEntry>& hot = HotOf(slot, layer);
     while (!hot.empty()) Forget(hot, hot.front().id);
+    List& list = ListOf(slot, layer);
+    stats_.key_block_bytes -= list.keys.capacity_bytes();
+    list.keys.Clear();
   }
 }
 
 absl::Status CheckpointStore::SanityCheck() const {
   absl::flat_hash_map<uint64_t, int> running;
+  int64_t key_block_bytes = 0;
   for (const List& list : lists_) {
+    key_block_bytes += list.keys.capacity_bytes();
+    if (list.keys.keys().size() != list.pages.size() || list.memories.size() != list.pages.size()) {
+      return absl::InternalError(absl::StrCat("checkpoint store: a list holds ", list.pages.size(), " pages but ",
+                                              list.keys.keys().size(), " pooled keys and ", list.memories.size(),
+                                              " memories side by side"));
+    }
     int host = 0;
-    for (const McCheckpoint* page : list.pages) {
+    for (size_t i = 0; i < list.pages.size(); ++i) {
+      const McCheckpoint* page = list.pages[i];
       auto it = pages_.find(page->id);
       if (it == pages_.end() || it->second.get() != page) {
         return absl::InternalError(absl::StrCat("checkpoint store: a list holds page ", page->id, ", which is not live"));
       }
       ++running[page->id];
+      const Tensor& key = list.keys.keys()[i];
+      if (list.memories[i].shape() != page->memory.shape() || list.memories[i].device() != page->memory.device()) {
+        return absl::InternalError(absl::StrCat("checkpoint store: page ", page->id, "'s memory is ",
+                                                page->memory.DebugString(), " but its list's view ",
+                                                list.memories[i].DebugString()));
+      }
+      if (key.shape() != page->pooled_key.shape()) {
+        return absl::InternalError(absl::StrCat("checkpoint store: page ", page->id, "'s pooled key is ",
+                                                page->pooled_key.DebugString(), " but its list's copy ",
+                                                key.DebugString()));
+      }
       host += page->tier == CheckpointTier::kHost ? 1 : 0;
     }
     if (host != list.host_pages) {
       return absl::InternalError(absl::StrCat("checkpoint store: a list counts ", list.host_pages,
                                               " host pages but holds ", host));
     }
+  }
+  if (key_block_bytes != stats_.key_block_bytes) {
+    return absl::InternalError(absl::StrCat("checkpoint store: recorded ", stats_.key_block_bytes,
+                                            " bytes of side-by-side pooled keys; the lists hold ", key_block_bytes));
   }
   CheckpointStoreStats counted;
   for (const auto& [id, page] : pages_) {

@@ -6,7 +6,10 @@
 //
 // Two tiers with byte budgets: the device tier (where kernels read) and the host tier (RAM). Pooled
 // keys always live on the device, so the SSC router can score every page; a memory on the host tier
-// is staged into a small per-(slot, layer) device hot set (LRU) when a read-out needs it. When both
+// is staged into a small per-(slot, layer) device hot set (LRU) when a read-out needs it. Each
+// (slot, layer) list also keeps its pages' pooled keys side by side (PooledKeyBlock) and views of their
+// memories in one array, which is what the read-outs and the router are handed: a decode step at 64K
+// tokens lists 256 pages per layer, and the page objects themselves lie scattered over the heap. When both
 // tiers are full a Freeze fails with RESOURCE_EXHAUSTED; the store never calls back up: its owner
 // (RecurrentRunner) asks HasRoomFor before a forward pass and drops prefix-cache entries (releasing
 // their index references) until the pass's pages fit. On the CPU backend both tiers are RAM, with
@@ -21,6 +24,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "engine/mc/pooled_key_block.h"
 #include "engine/mc/segmentation.h"
 #include "kernels/core/tensor.h"
 
@@ -59,6 +63,7 @@ struct CheckpointStoreStats {
   int64_t device_bytes = 0, host_bytes = 0;  // memory bytes per tier (pooled keys: device_bytes)
   int64_t referenced_pages = 0;              // pages some slot holds
   int64_t hot_pages = 0, hot_bytes = 0;      // staged copies currently held on the device
+  int64_t key_block_bytes = 0;               // the lists' side-by-side pooled keys (PooledKeyBlock), on the device
   int64_t stagings = 0;                      // host → device page copies so far
   int64_t hot_hits = 0;                      // host pages a read-out found already staged
 };
@@ -78,6 +83,12 @@ class CheckpointStore {
                       const Segment& segment);
   // The pages of (slot, layer), oldest first. Valid until the next change of that list.
   CheckpointList Checkpoints(int slot, int layer) const;
+  // The pooled keys [Hs, K] of Checkpoints(slot, layer), in the same order, as views of one contiguous
+  // device buffer. Valid until the next change of that list.
+  std::span<const kernels::Tensor> PooledKeys(int slot, int layer) const;
+  // Views of the memories [Hs, K, V] of Checkpoints(slot, layer), in the same order, side by side (on
+  // each page's tier: only device-tier ones may be read in place). Valid until the next change of that list.
+  std::span<const kernels::Tensor> Memories(int slot, int layer) const;
   // Device-resident memories [Hs, K, V] of pages `indices` (into Checkpoints(slot, layer)): the device
   // tier's own tensors, or copies of host pages staged into the (slot, layer) hot set. Pages of this
   // call are never evicted by it; afterwards the hot set is trimmed to hot_pages (LRU). Pointers are
@@ -90,8 +101,9 @@ class CheckpointStore {
   // Empties every list of `slot` (its request ended, or the slot starts a new sequence).
   void Clear(int slot);
 
-  // Prefix reuse. Makes (slot, layer)'s list — which must be empty — the given pages.
-  void Adopt(int slot, int layer, CheckpointList pages);
+  // Prefix reuse. Makes (slot, layer)'s list — which must be empty — the given pages; on an error
+  // (copying their pooled keys) the list stays empty.
+  absl::Status Adopt(int slot, int layer, CheckpointList pages);
   // An index reference: the page stays alive (and evictable only through its holder) until Release.
   void Retain(const McCheckpoint* page);
   void Release(const McCheckpoint* page);
@@ -113,6 +125,8 @@ class CheckpointStore {
   struct List {
     std::vector<McCheckpoint*> pages;
     int host_pages = 0;
+    PooledKeyBlock keys;                   // pages[i]'s pooled key at row i
+    std::vector<kernels::Tensor> memories;  // [pages] views of pages[i]->memory
   };
   struct HotEntry {
     uint64_t id;             // the page it copies
@@ -126,7 +140,7 @@ class CheckpointStore {
   absl::StatusOr<const kernels::Tensor*> StageOne(std::list<HotEntry>& hot, const McCheckpoint& cp);
   void TrimHot(std::list<HotEntry>& hot, size_t keep);
   void Forget(std::list<HotEntry>& hot, uint64_t id);
-  void Push(List& list, McCheckpoint* page);
+  absl::Status Push(List& list, McCheckpoint* page);
   void Pop(List& list, std::list<HotEntry>& hot);
   void FreeIfUnused(McCheckpoint* page);
 

@@ -59,11 +59,11 @@ absl::Status MemoryStage::AggregateRouted(const McPass& pass, const SubBatch& ro
   std::vector<const Tensor*> keys;
   std::vector<int32_t> key_base, offsets = {0}, token_pages;
   for (const PieceEntry& e : entries) {
-    const CheckpointList cps = store.Checkpoints(batch.slots[e.seq], layer_);
+    const std::span<const Tensor> slot_keys = store.PooledKeys(batch.slots[e.seq], layer_);
     key_base.push_back(static_cast<int32_t>(keys.size()));
-    for (const McCheckpoint* cp : cps) keys.push_back(&cp->pooled_key);
+    for (const Tensor& key : slot_keys) keys.push_back(&key);
     for (int64_t r = e.begin; r < e.end; ++r) {
-      for (size_t i = 0; i < cps.size(); ++i) token_pages.push_back(key_base.back() + static_cast<int32_t>(i));
+      for (size_t i = 0; i < slot_keys.size(); ++i) token_pages.push_back(key_base.back() + static_cast<int32_t>(i));
       offsets.push_back(static_cast<int32_t>(token_pages.size()));
     }
   }
@@ -105,6 +105,7 @@ absl::Status MemoryStage::AggregateRouted(const McPass& pass, const SubBatch& ro
     for (size_t j = 0; j < entries.size(); ++j) {
       const int slot = batch.slots[entries[j].seq];
       const auto cps = store.Checkpoints(slot, layer_);
+      const std::span<const Tensor> slot_keys = store.PooledKeys(slot, layer_);
       std::vector<int32_t> wanted;
       for (size_t r = 0; r < routed[j].chosen.size(); ++r) {
         if (routed[j].round[r] != round) continue;
@@ -116,7 +117,7 @@ absl::Status MemoryStage::AggregateRouted(const McPass& pass, const SubBatch& ro
       page_of[j].assign(cps.size(), -1);
       for (size_t i = 0; i < wanted.size(); ++i) {
         page_of[j][wanted[i]] = static_cast<int32_t>(list.pages.size());
-        list.pages.push_back({.memory = memories[i], .pooled_key = &cps[wanted[i]]->pooled_key});
+        list.pages.push_back({.memory = memories[i], .pooled_key = &slot_keys[wanted[i]]});
       }
     }
     for (size_t j = 0; j < entries.size(); ++j) {

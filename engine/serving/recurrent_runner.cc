@@ -143,7 +143,7 @@ absl::Status RecurrentRunner::Restore(int slot, const PrefixCache::Entry& entry)
       Tensor row = pool_.layer(static_cast<int>(l)).at(name).Rows(slot, slot + 1);
       MCSERVE_RETURN_IF_ERROR(row.CopyFrom(host));
     }
-    pool_.checkpoints().Adopt(slot, static_cast<int>(l), entry.pages[l]);
+    MCSERVE_RETURN_IF_ERROR(pool_.checkpoints().Adopt(slot, static_cast<int>(l), entry.pages[l]));
   }
   const int64_t position = entry.blocks * cache_->block_tokens();
   // armt: the snapshot was taken right after the close of the segment ending there.

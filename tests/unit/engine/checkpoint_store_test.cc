@@ -7,6 +7,7 @@
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
+#include "kernels/core/tensor_data.h"
 #include "tests/unit/kernels/param_printers.h"
 
 namespace mcserve::engine {
@@ -152,7 +153,9 @@ TEST_P(CheckpointStoreTest, SharedPagesLiveUntilTheLastReferenceGoes) {
   ASSERT_TRUE(FreezeValue(store, 0, 0, 2.0f, 8).ok());
   const std::vector<const McCheckpoint*> pages(store.Checkpoints(0, 0).begin(), store.Checkpoints(0, 0).end());
   for (const McCheckpoint* p : pages) store.Retain(p);  // a prefix-cache entry
-  store.Adopt(1, 0, pages);                              // another request resumes from it
+  ASSERT_TRUE(store.Adopt(1, 0, pages).ok());            // another request resumes from it
+  ASSERT_EQ(store.PooledKeys(1, 0).size(), 2u);           // with its own side-by-side copy of their keys
+  EXPECT_EQ(FirstValue(store.PooledKeys(1, 0)[1]), -2.0f);
   EXPECT_EQ(pages[0]->running_refs, 2);
   EXPECT_EQ(store.stats().referenced_pages, 2);
   EXPECT_FALSE(store.AllOnDevice(1, 0));  // page 2 is on the host tier, in the adopted list too
@@ -193,6 +196,46 @@ TEST_P(CheckpointStoreTest, AFullStoreRefusesUntilItsOwnerDropsAnIndexReferenceA
   const absl::Status full = FreezeValue(store, 0, 0, 4.0f, 12);
   EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted) << full;
   EXPECT_EQ(FirstValue(store.Checkpoints(0, 0)[0]->memory), 1.0f);  // referenced pages intact
+  ASSERT_TRUE(store.SanityCheck().ok()) << store.SanityCheck();
+}
+
+// The list's pooled keys side by side: row i is page i's key, in one buffer (consecutive rows kHs·kK
+// floats apart) that grows past its first 16 rows, shrinks with drops and is freed by Clear; the
+// memories' views follow the list the same way.
+TEST_P(CheckpointStoreTest, PooledKeysAndMemoryViewsSitSideBySideInListOrder) {
+  CheckpointStore store(2, 1, device(), {.device_bytes = 8 * kPageBytes});
+  constexpr int kPages = 40;
+  for (int i = 0; i < kPages; ++i) ASSERT_TRUE(FreezeValue(store, 1, 0, 1.0f + i, 4 * (i + 1)).ok());
+  const auto keys = store.PooledKeys(1, 0);
+  const auto memories = store.Memories(1, 0);
+  ASSERT_EQ(keys.size(), static_cast<size_t>(kPages));
+  ASSERT_EQ(memories.size(), static_cast<size_t>(kPages));
+  for (int i = 0; i < kPages; ++i) {
+    EXPECT_EQ(FirstValue(memories[i]), 1.0f + i) << i;
+    EXPECT_EQ(memories[i].device(), store.Checkpoints(1, 0)[i]->memory.device()) << i;  // on the page's tier
+    EXPECT_EQ(keys[i].shape(), (kernels::Shape{kHs, kK}));
+    EXPECT_EQ(keys[i].device(), device());
+    EXPECT_EQ(FirstValue(keys[i]), -(1.0f + i)) << i;
+    if (i > 0) EXPECT_EQ(static_cast<const char*>(kernels::RawData(keys[i])) -
+                             static_cast<const char*>(kernels::RawData(keys[i - 1])), kHs * kK * 4) << i;
+  }
+  EXPECT_EQ(store.stats().key_block_bytes, 64 * kHs * kK * 4);  // 16 → 32 → 64 rows
+  EXPECT_TRUE(store.PooledKeys(0, 0).empty());
+  ASSERT_TRUE(store.SanityCheck().ok()) << store.SanityCheck();
+
+  store.DropNewest(1, 0, 3);
+  ASSERT_EQ(store.PooledKeys(1, 0).size(), static_cast<size_t>(kPages - 3));
+  ASSERT_EQ(store.Memories(1, 0).size(), static_cast<size_t>(kPages - 3));
+  ASSERT_TRUE(FreezeValue(store, 1, 0, 100.0f, 4 * kPages).ok());  // reuses the freed row
+  EXPECT_EQ(FirstValue(store.PooledKeys(1, 0).back()), -100.0f);
+  EXPECT_EQ(FirstValue(store.Memories(1, 0).back()), 100.0f);
+  EXPECT_EQ(FirstValue(store.PooledKeys(1, 0)[kPages - 4]), -(1.0f + kPages - 4));
+  ASSERT_TRUE(store.SanityCheck().ok()) << store.SanityCheck();
+
+  store.Clear(1);
+  EXPECT_TRUE(store.PooledKeys(1, 0).empty());
+  EXPECT_TRUE(store.Memories(1, 0).empty());
+  EXPECT_EQ(store.stats().key_block_bytes, 0);
   ASSERT_TRUE(store.SanityCheck().ok()) << store.SanityCheck();
 }
 
