@@ -1,5 +1,7 @@
-// CPU McReadout. Work is split into fixed tasks of (state head, block of kTokenBlock tokens), so the
-// result never depends on the thread count. A task first computes its tokens' gate weights and
+// CPU McReadout. The softmax combines first score every entry of the lists for every head, page by
+// page (tasks of kScoreChunk entries: each page's pooled keys read once, front to back). Then work is
+// split into fixed tasks of (state head, block of kTokenBlock tokens), so the result never depends on
+// the thread count. A task first computes its tokens' gate weights and
 // writes y = γ_on·o_on, then walks the pages: the tokens of the block that read a page (found through
 // a page → entries inverse of the CSR lists) are batched into one sgemm Y = (γ q)·S_page,head and
 // added to their rows of y; pages read by at most kLoopMaxRows tokens of the block (decode) use the
@@ -15,6 +17,7 @@
 #include "kernels/mc_readout/token_page_index.h"
 #include "kernels/mc_readout/mc_readout.h"
 #include "kernels/mc_readout/mc_readout_math.h"
+#include "kernels/mc_readout/score_pages.h"
 
 namespace mcserve::kernels::internal {
 namespace {
@@ -22,15 +25,9 @@ namespace {
 namespace math = mc_readout_math;
 
 constexpr int64_t kTokenBlock = 64;            // tokens per task
+constexpr int64_t kScoreChunk = 64;            // entries per scoring task
 constexpr int64_t kLoopMaxRows = 2;            // up to this many readers of a page: loop, not sgemm
 constexpr int64_t kMinParallelMacs = 1 << 15;  // below this the pool costs more than it saves
-
-constexpr int32_t kPrefetchPages = 4;          // pooled keys fetched this many pages ahead
-
-// Asks for the cache lines of row [n] floats ahead of its use.
-inline void PrefetchRow(const float* row, int64_t n) {
-  for (int64_t i = 0; i < n; i += 16) __builtin_prefetch(row + i);
-}
 
 // Everything a task reads, resolved once.
 struct Problem {
@@ -47,7 +44,20 @@ struct Problem {
   std::vector<unsigned char> keep;  // [Hs, entries]: top-k scratch of each (head, entry), as gamma
 };
 
-// Gate weights of tokens [t0, t1) for head h into pr.gamma, and y = γ_on·o_on.
+// gamma[h·P + e] = ⟨u_t,h, pooled key h of entry e's page⟩ for entries [e0, e1) (token t reads entry
+// e), every head of a page at once (ScorePageHeads).
+void ScoreEntries(Problem& pr, int64_t e0, int64_t e1) {
+  int64_t t = std::upper_bound(pr.offsets, pr.offsets + pr.t + 1, static_cast<int32_t>(e0)) - pr.offsets - 1;
+  for (; t < pr.t && pr.offsets[t] < e1; ++t) {
+    const int64_t begin = std::max<int64_t>(e0, pr.offsets[t]), end = std::min<int64_t>(e1, pr.offsets[t + 1]);
+    if (begin >= end) continue;
+    ScorePageHeads(pr.u + t * pr.hs * pr.k, pr.pooled.data(), pr.token_pages + begin, static_cast<int32_t>(end - begin),
+                   pr.hs, static_cast<int>(pr.k), pr.gamma.data() + begin, pr.p);
+  }
+}
+
+// Gate weights of tokens [t0, t1) for head h into pr.gamma (from their scores there, for the softmax
+// combines), and y = γ_on·o_on.
 void WeightsAndOnline(Problem& pr, int64_t h, int64_t t0, int64_t t1) {
   const int k = static_cast<int>(pr.k), v = static_cast<int>(pr.v);
   float* gamma = pr.gamma.data() + h * pr.p;
@@ -59,12 +69,7 @@ void WeightsAndOnline(Problem& pr, int64_t h, int64_t t0, int64_t t1) {
       std::fill(gamma + e0, gamma + e0 + n, pr.cached_weight);
       g_on = pr.online_weight;
     } else {
-      const float* u = pr.u + row * pr.k;
-      for (int32_t i = 0; i < n; ++i) {
-        // Pages' pooled keys are scattered over the store: fetch a few pages ahead (latency-bound at 64K).
-        if (i + kPrefetchPages < n) PrefetchRow(pr.pooled[pr.token_pages[e0 + i + kPrefetchPages]] + h * pr.k, k);
-        gamma[e0 + i] = math::Dot(u, pr.pooled[pr.token_pages[e0 + i]] + h * pr.k, k);
-      }
+      const float* u = pr.u + row * pr.k;  // gamma holds the entries' scores (ScoreEntries)
       const float z_on = math::Dot(u, pr.online_pool + row * pr.k, k);
       const int top_k = pr.combine == McCombine::kTopKSoftmax ? pr.top_k : 0;
       g_on = math::GateWeights(gamma + e0, n, z_on, top_k, pr.keep.data() + h * pr.p + e0);
@@ -156,6 +161,14 @@ absl::Status McReadoutCpu(const Context& ctx, const McReadoutArgs& args) {
   const int64_t blocks = (pr.t + kTokenBlock - 1) / kTokenBlock;
   const int64_t macs = pr.hs * (pr.p * pr.k * pr.v + pr.t * pr.v);
   cpu::ThreadPool* pool = macs >= kMinParallelMacs ? ctx.pool : nullptr;
+  if (softmax) {
+    // Scored first, entry by entry, so that each page's keys are read once for all heads.
+    const int64_t chunks = (pr.p + kScoreChunk - 1) / kScoreChunk;
+    cpu::ThreadPool* score_pool = pr.hs * pr.p * pr.k >= kMinParallelMacs ? ctx.pool : nullptr;
+    cpu::ParallelFor(score_pool, chunks, [&](int64_t begin, int64_t end) {
+      ScoreEntries(pr, begin * kScoreChunk, std::min(pr.p, end * kScoreChunk));
+    });
+  }
   cpu::ParallelFor(pool, pr.hs * blocks, [&](int64_t begin, int64_t end) {
     for (int64_t task = begin; task < end; ++task) {
       const int64_t h = task / blocks, t0 = (task % blocks) * kTokenBlock;

@@ -16,6 +16,11 @@
 
 namespace mcserve::kernels::mc_readout_math {
 
+// Dot's 8 partial sums added in its fixed order.
+MCSERVE_HD float SumLanes(const float* acc) {
+  return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+}
+
 // ⟨a, b⟩ over n floats; 8 partial sums in a fixed order (vectorisable, deterministic).
 MCSERVE_HD float Dot(const float* MCSERVE_MC_RESTRICT a, const float* MCSERVE_MC_RESTRICT b, int n) {
   float acc[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
@@ -23,7 +28,7 @@ MCSERVE_HD float Dot(const float* MCSERVE_MC_RESTRICT a, const float* MCSERVE_MC
   for (; i + 8 <= n; i += 8) {
     for (int l = 0; l < 8; ++l) acc[l] += a[i + l] * b[i + l];
   }
-  float s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+  float s = SumLanes(acc);
   for (; i < n; ++i) s += a[i] * b[i];
   return s;
 }

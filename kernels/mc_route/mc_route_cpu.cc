@@ -1,6 +1,7 @@
 // CPU McRoute: the (token, head) pairs are split over the pool; each task owns its score and keep
-// scratch (sized for the longest list) and calls the shared per-(token, head) routine. Every pair is
-// independent, so the result never depends on the thread count.
+// scratch (sized for the longest list), scores with ScorePages (Dot's order, rounded exactly as the
+// CPU read-out rounds the same scores, so that both keep the same pages) and selects with the shared
+// SelectTopK. Every pair is independent, so the result never depends on the thread count.
 #include <algorithm>
 #include <cstdint>
 #include <vector>
@@ -8,6 +9,7 @@
 #include "kernels/core/tensor_data.h"
 #include "kernels/cpu/scratch.h"
 #include "kernels/cpu/thread_pool.h"
+#include "kernels/mc_readout/score_pages.h"
 #include "kernels/mc_route/mc_route.h"
 #include "kernels/mc_route/mc_route_math.h"
 
@@ -40,8 +42,9 @@ absl::Status McRouteCpu(const Context& ctx, const McRouteArgs& args) {
     for (int64_t row = begin; row < end; ++row) {  // row = token · Hs + head
       const int64_t token = row / hs, h = row % hs;
       const int32_t e0 = offsets[token];
-      mc_route_math::RouteHead(u + row * k, pooled.data(), h * k, token_pages + e0, offsets[token + 1] - e0,
-                               static_cast<int>(k), top_k, scores, keep, selected + row * top_k);
+      const int32_t n = offsets[token + 1] - e0;
+      ScorePages(u + row * k, pooled.data(), token_pages + e0, n, h * k, static_cast<int>(k), scores);
+      mc_route_math::SelectTopK(scores, token_pages + e0, n, top_k, keep, selected + row * top_k);
     }
   });
   return absl::OkStatus();
