@@ -118,8 +118,9 @@ class CheckpointStore {
 
   const CheckpointStoreOptions& options() const { return options_; }
   CheckpointStoreStats stats() const;
-  // Bytes held by all pages on both tiers (memories and pooled keys; not the hot sets).
-  int64_t bytes() const { return stats_.device_bytes + stats_.host_bytes; }
+  // Bytes held by all pages on both tiers (memories and pooled keys) and by the lists' side-by-side
+  // copies of the keys (not the hot sets).
+  int64_t bytes() const { return stats_.device_bytes + stats_.host_bytes + stats_.key_block_bytes; }
 
  private:
   struct List {
