@@ -5,7 +5,10 @@
 // writes y = γ_on·o_on, then walks the pages: the tokens of the block that read a page (found through
 // a page → entries inverse of the CSR lists) are batched into one sgemm Y = (γ q)·S_page,head and
 // added to their rows of y; pages read by at most kLoopMaxRows tokens of the block (decode) use the
-// vectorisable AccumulateReadOut loop instead. Nothing of size K×V is ever built per token.
+// AccumulateReadOut loop (accumulate_readout.h) instead. When no page has more than kLoopMaxRows entries and
+// every token lists its pages in ascending order (decode: each sequence reads its own pages, listed
+// in order), a task walks its tokens' kept entries instead (TokenReadouts): the same terms added in
+// the same order, without a pass over every page per head. Nothing of size K×V is built per token.
 #include <cblas.h>
 
 #include <algorithm>
@@ -14,10 +17,11 @@
 
 #include "kernels/core/tensor_data.h"
 #include "kernels/cpu/thread_pool.h"
-#include "kernels/mc_readout/token_page_index.h"
+#include "kernels/mc_readout/accumulate_readout.h"
 #include "kernels/mc_readout/mc_readout.h"
 #include "kernels/mc_readout/mc_readout_math.h"
 #include "kernels/mc_readout/score_pages.h"
+#include "kernels/mc_readout/token_page_index.h"
 
 namespace mcserve::kernels::internal {
 namespace {
@@ -39,9 +43,11 @@ struct Problem {
   float* out;
   const int32_t *offsets, *token_pages;
   std::vector<const float*> memory, pooled;  // per page: [Hs, K, V], [Hs, K] (null for kSum)
-  TokenPageIndex index;  // the readers of each page, by token
-  std::vector<float> gamma;  // [Hs, P]: weight of entry e for head h at h·P + e (0 = not read)
-  std::vector<unsigned char> keep;  // [Hs, entries]: top-k scratch of each (head, entry), as gamma
+  bool token_major = false;                  // TokenReadouts, not PageReadouts (TokenMajor)
+  TokenPageIndex index;                      // the readers of each page, by token (built only for PageReadouts)
+  std::vector<int32_t> readers;              // [pages]: TokenMajor's count of entries per page
+  std::vector<float> gamma;                  // [Hs, P]: weight of entry e for head h at h·P + e (0 = not read)
+  std::vector<unsigned char> keep;           // [Hs, entries]: top-k scratch of each (head, entry), as gamma
 };
 
 // gamma[h·P + e] = ⟨u_t,h, pooled key h of entry e's page⟩ for entries [e0, e1) (token t reads entry
@@ -78,6 +84,36 @@ void WeightsAndOnline(Problem& pr, int64_t h, int64_t t0, int64_t t1) {
   }
 }
 
+// True when every page has at most kLoopMaxRows entries and every token's entries list pages in
+// ascending order. Then PageReadouts would take the loop for every page and add a token's terms
+// page by page, entry by entry: the order TokenReadouts walks the token's entries in.
+bool TokenMajor(Problem& pr) {
+  const int64_t num_pages = static_cast<int64_t>(pr.memory.size());
+  pr.readers.assign(num_pages, 0);
+  for (int64_t t = 0; t < pr.t; ++t) {
+    for (int32_t x = pr.offsets[t]; x < pr.offsets[t + 1]; ++x) {
+      const int32_t page = pr.token_pages[x];
+      if (++pr.readers[page] > kLoopMaxRows) return false;
+      if (x > pr.offsets[t] && page < pr.token_pages[x - 1]) return false;
+    }
+  }
+  return true;
+}
+
+// y += Σ over the kept entries of tokens [t0, t1), head h, in list order (TokenMajor holds).
+void TokenReadouts(const Problem& pr, int64_t h, int64_t t0, int64_t t1) {
+  const int64_t k = pr.k, v = pr.v;
+  const float* gamma = pr.gamma.data() + h * pr.p;
+  for (int64_t t = t0; t < t1; ++t) {
+    const int64_t row = t * pr.hs + h;
+    for (int32_t x = pr.offsets[t]; x < pr.offsets[t + 1]; ++x) {
+      if (gamma[x] == 0.0f) continue;
+      AccumulateReadOut(pr.memory[pr.token_pages[x]] + h * k * v, pr.q + row * k, gamma[x], static_cast<int>(k),
+                        static_cast<int>(v), pr.out + row * v);
+    }
+  }
+}
+
 // y += Σ over pages of the block's weighted read-outs, head h, tokens [t0, t1).
 void PageReadouts(const Problem& pr, int64_t h, int64_t t0, int64_t t1) {
   const int64_t k = pr.k, v = pr.v, num_pages = static_cast<int64_t>(pr.memory.size());
@@ -99,8 +135,8 @@ void PageReadouts(const Problem& pr, int64_t h, int64_t t0, int64_t t1) {
     if (m <= kLoopMaxRows || k == 0 || v == 0) {
       for (int32_t s : rows) {
         const int64_t row = pr.index.token[s] * pr.hs + h;
-        math::AccumulateReadOut(S, pr.q + row * k, gamma[pr.index.entry[s]], static_cast<int>(k),
-                                static_cast<int>(v), pr.out + row * v);
+        AccumulateReadOut(S, pr.q + row * k, gamma[pr.index.entry[s]], static_cast<int>(k), static_cast<int>(v),
+                          pr.out + row * v);
       }
       continue;
     }
@@ -154,7 +190,10 @@ absl::Status McReadoutCpu(const Context& ctx, const McReadoutArgs& args) {
     pr.memory.push_back(Data<float>(*page.memory));
     pr.pooled.push_back(softmax ? Data<float>(*page.pooled_key) : nullptr);
   }
-  BuildTokenPageIndex(pr.offsets, pr.t, pr.token_pages, pr.p, static_cast<int64_t>(pr.memory.size()), pr.index);
+  pr.token_major = TokenMajor(pr);
+  if (!pr.token_major) {
+    BuildTokenPageIndex(pr.offsets, pr.t, pr.token_pages, pr.p, static_cast<int64_t>(pr.memory.size()), pr.index);
+  }
   pr.gamma.assign(pr.hs * pr.p, 0.0f);
   pr.keep.resize(pr.gamma.size());  // on the calling thread: the loop's threads allocate nothing
 
@@ -174,7 +213,11 @@ absl::Status McReadoutCpu(const Context& ctx, const McReadoutArgs& args) {
       const int64_t h = task / blocks, t0 = (task % blocks) * kTokenBlock;
       const int64_t t1 = std::min(pr.t, t0 + kTokenBlock);
       WeightsAndOnline(pr, h, t0, t1);
-      PageReadouts(pr, h, t0, t1);
+      if (pr.token_major) {
+        TokenReadouts(pr, h, t0, t1);
+      } else {
+        PageReadouts(pr, h, t0, t1);
+      }
     }
   });
   return absl::OkStatus();

@@ -109,14 +109,4 @@ MCSERVE_HD float ReadOutColumn(const float* MCSERVE_MC_RESTRICT S, const float* 
   return acc;
 }
 
-// y [V] += Sᵀ(g·q) for one page's head memory S [K, V] and query q [K].
-MCSERVE_HD void AccumulateReadOut(const float* MCSERVE_MC_RESTRICT S, const float* MCSERVE_MC_RESTRICT q, float g,
-                                  int K, int V, float* MCSERVE_MC_RESTRICT y) {
-  for (int k = 0; k < K; ++k) {
-    const float x = g * q[k];
-    const float* row = S + static_cast<int64_t>(k) * V;
-    for (int j = 0; j < V; ++j) y[j] += x * row[j];
-  }
-}
-
 }  // namespace mcserve::kernels::mc_readout_math

@@ -200,6 +200,40 @@ TEST_P(McReadoutTest, TokensWithoutPagesGiveTheOnlineReadoutExactly) {
   EXPECT_EQ(checked, 8);
 }
 
+// Decode-shaped lists (each page read by at most two tokens, every list ascending) are read token by
+// token; a page read by three tokens in a later block makes the same tokens' rows go page by page.
+// Both walks add the same terms in the same order, so the rows agree bit for bit.
+TEST_P(McReadoutTest, DecodeListsReadTokenByTokenGiveThePageWalksBits) {
+  const Options& o = GetParam().options;
+  const int64_t tokens = 6, pages = 12;
+  Case decode = RandomCase(tokens, 3, 8, 12, pages, 41);
+  for (int64_t i = 0; i < tokens; ++i) {  // page j < 6: tokens j and j − 1; page j ≥ 6: token j − 6
+    std::vector<int32_t> list = {static_cast<int32_t>(i), static_cast<int32_t>((i + 1) % tokens),
+                                 static_cast<int32_t>(i + tokens)};
+    std::sort(list.begin(), list.end());
+    decode.lists[i] = i == 3 ? std::vector<int32_t>{} : list;
+  }
+  Case shared = decode;  // + empty lists up to a block of 64, then 3 tokens reading page 0
+  const int64_t extra = 64 - tokens + 3;
+  shared.t += extra;
+  auto grow = [&](std::vector<float>& x, int64_t width, uint32_t seed) {
+    const std::vector<float> more = RandomVector(extra * shared.hs * width, seed);
+    x.insert(x.end(), more.begin(), more.end());
+  };
+  grow(shared.q, shared.k, 51);
+  grow(shared.u, shared.k, 52);
+  grow(shared.pool_on, shared.k, 53);
+  grow(shared.online, shared.v, 54);
+  for (int64_t i = tokens; i < shared.t; ++i) shared.lists.push_back(i < 64 ? std::vector<int32_t>{} : std::vector<int32_t>{0});
+
+  const std::vector<float> by_token = RunOp(decode, o, nullptr);
+  const std::vector<float> by_page = RunOp(shared, o, nullptr);
+  ExpectClose(by_token, Reference(decode, o));
+  ExpectClose(by_page, Reference(shared, o));
+  ASSERT_GE(by_page.size(), by_token.size());
+  EXPECT_TRUE(std::equal(by_token.begin(), by_token.end(), by_page.begin()));
+}
+
 INSTANTIATE_TEST_SUITE_P(Kinds, McReadoutTest, testing::ValuesIn(AllConfigs()),
                          [](const testing::TestParamInfo<Config>& info) { return info.param.name; });
 
