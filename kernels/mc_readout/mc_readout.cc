@@ -6,10 +6,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/core/csr.h"
 #include "base/status_macros.h"
-#include "kernels/core/tensor_data.h"
+#include "kernels/core/csr.h"
 #include "kernels/core/dispatch.h"
+#include "kernels/core/tensor_data.h"
 #include "kernels/core/validate.h"
 
 namespace mcserve::kernels {
@@ -18,25 +18,39 @@ namespace {
 absl::Status Bad(const std::string& msg) { return absl::InvalidArgumentError(absl::StrCat("McReadout: ", msg)); }
 
 // CheckOnDevice, then CheckTensor.
-absl::Status Check(const char* name, const Tensor& t, DType dtype, const Shape& shape, Device dev,
-                   const char* want) {
+absl::Status Check(const char* name, const Tensor& t, DType dtype, const Shape& shape, Device dev, const char* want) {
   return CheckArg("McReadout", name, t, dev, {dtype, shape, want});
 }
 
 const char* CombineName(McCombine c) {
   switch (c) {
-    case McCombine::kSum: return "sum";
-    case McCombine::kSoftmax: return "softmax";
-    case McCombine::kTopKSoftmax: return "top-k softmax";
+    case McCombine::kSum:
+      return "sum";
+    case McCombine::kSoftmax:
+      return "softmax";
+    case McCombine::kTopKSoftmax:
+      return "top-k softmax";
   }
   return nullptr;
 }
 
 constexpr int64_t kPagesAhead = 4;  // pages prefetched ahead of their checks
 
+// The bytes of out, against which every page is checked: Overlaps' test with out's extent taken once
+// (a read-out checks every page it lists, every token).
+struct OutBytes {
+  const char* begin;
+  int64_t size;
+  // Whether `bytes` bytes at `p` overlap out (empty ranges never do, as in Overlaps).
+  bool Overlap(const void* p, int64_t bytes) const {
+    const char* c = static_cast<const char*>(p);
+    return size > 0 && bytes > 0 && begin < c + bytes && c < begin + size;
+  }
+};
+
 // pages[i]: present, `memory_spec` on the device (with its pooled key `key_spec` for the softmax
 // combines), and not overlapping out.
-absl::Status CheckPage(const McReadoutArgs& a, int64_t i, const Tensor& out, const TensorSpec& memory_spec,
+absl::Status CheckPage(const McReadoutArgs& a, int64_t i, const OutBytes& out, const TensorSpec& memory_spec,
                        const TensorSpec& key_spec, Device dev) {
   const McPage& page = a.pages[i];
   const bool softmax = a.combine != McCombine::kSum;
@@ -44,12 +58,16 @@ absl::Status CheckPage(const McReadoutArgs& a, int64_t i, const Tensor& out, con
   MCSERVE_RETURN_IF_ERROR(CheckListTensor("McReadout", {"pages", i, ".memory"}, *page.memory, dev, memory_spec));
   if (softmax) {
     if (page.pooled_key == nullptr) {
-      return Bad(absl::StrCat(ListItem{"pages", i, ".pooled_key"}.Name(), " is required by combine ",
-                              CombineName(a.combine)));
+      return Bad(
+          absl::StrCat(ListItem{"pages", i, ".pooled_key"}.Name(), " is required by combine ", CombineName(a.combine)));
     }
     MCSERVE_RETURN_IF_ERROR(CheckListTensor("McReadout", {"pages", i, ".pooled_key"}, *page.pooled_key, dev, key_spec));
   }
-  if (Overlaps(out, *page.memory) || (softmax && Overlaps(out, *page.pooled_key))) {
+  // The specs hold, so the sizes follow from them.
+  const int64_t memory_bytes = NumElements(memory_spec.shape) * DTypeSize(memory_spec.dtype);
+  const int64_t key_bytes = NumElements(key_spec.shape) * DTypeSize(key_spec.dtype);
+  if (out.Overlap(RawData(*page.memory), memory_bytes) ||
+      (softmax && out.Overlap(RawData(*page.pooled_key), key_bytes))) {
     return Bad(absl::StrCat("out overlaps pages[", i, "]"));
   }
   return absl::OkStatus();
@@ -70,13 +88,17 @@ absl::Status Validate(const Context& ctx, const McReadoutArgs& a) {
     return Bad(absl::StrCat("top_k = ", a.top_k, " (want >= 1 for combine ", combine, ")"));
   }
   if (!std::isfinite(a.online_weight) || !std::isfinite(a.cached_weight)) {
-    return Bad(absl::StrCat("online_weight ", a.online_weight, " and cached_weight ", a.cached_weight,
-                            " must be finite"));
+    return Bad(
+        absl::StrCat("online_weight ", a.online_weight, " and cached_weight ", a.cached_weight, " must be finite"));
   }
   MCSERVE_RETURN_IF_ERROR(CheckOnDevice("McReadout", ctx.device,
-                                        {{"q", a.q}, {"u", a.u}, {"online_pool", a.online_pool}, {"online", a.online},
+                                        {{"q", a.q},
+                                         {"u", a.u},
+                                         {"online_pool", a.online_pool},
+                                         {"online", a.online},
                                          {"token_page_offsets", a.token_page_offsets},
-                                         {"token_pages", a.token_pages}, {"out", a.out}}));
+                                         {"token_pages", a.token_pages},
+                                         {"out", a.out}}));
   const Tensor &q = *a.q, &online = *a.online, &out = *a.out;
   if (q.rank() != 3 || online.rank() != 3 || q.dtype() != DType::kF32 || online.dtype() != DType::kF32 ||
       online.dim(0) != q.dim(0) || online.dim(1) != q.dim(1)) {
@@ -94,6 +116,7 @@ absl::Status Validate(const Context& ctx, const McReadoutArgs& a) {
   }
   const int64_t num_pages = static_cast<int64_t>(a.pages.size());
   const Shape memory_shape = {hs, k, v}, key_shape = {hs, k};
+  const OutBytes out_bytes{static_cast<const char*>(RawData(out)), out.nbytes()};
   for (int64_t i = 0; i < num_pages; ++i) {
     // Each page's tensors are touched once, here, with the next pages' fetched ahead: at 64K tokens a
     // read-out lists ~256 pages scattered over the checkpoint store.
@@ -101,7 +124,7 @@ absl::Status Validate(const Context& ctx, const McReadoutArgs& a) {
       __builtin_prefetch(a.pages[i + kPagesAhead].memory);
       __builtin_prefetch(a.pages[i + kPagesAhead].pooled_key);
     }
-    MCSERVE_RETURN_IF_ERROR(CheckPage(a, i, out, {DType::kF32, memory_shape, "[Hs, K, V]"},
+    MCSERVE_RETURN_IF_ERROR(CheckPage(a, i, out_bytes, {DType::kF32, memory_shape, "[Hs, K, V]"},
                                       {DType::kF32, key_shape, "[Hs, K]"}, dev));
   }
   const Tensor &offsets = *a.token_page_offsets, &token_pages = *a.token_pages;

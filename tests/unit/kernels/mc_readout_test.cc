@@ -376,6 +376,12 @@ TEST(McReadoutValidation, BadInputsAreInvalidArgument) {
          in.online = f32({5, 2, 3});
          for (Tensor& m : in.mem) m = f32({2, 3, 3});
        }},
+      {"out overlaps a page's memory", [&](Inputs& in, Context&) {
+         in.mem[1] = *(*in.out.Reshape({10, 4})).Rows(4, 10).Reshape({2, 3, 4});
+       }},
+      {"out overlaps a page's pooled key", [&](Inputs& in, Context&) {
+         in.pooled[2] = *(*in.out.Reshape({20, 2})).Rows(17, 20).Reshape({2, 3});
+       }},
       {"out partially overlaps online", [&](Inputs& in, Context&) {
          Tensor big = f32({6, 2, 4});
          in.online = big.Rows(0, 5);
