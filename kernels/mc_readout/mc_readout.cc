@@ -48,26 +48,29 @@ struct OutBytes {
   }
 };
 
-// pages[i]: present, `memory_spec` on the device (with its pooled key `key_spec` for the softmax
+// What every page must be: its memory [Hs, K, V] and pooled key [Hs, K] (F32), with their sizes.
+struct PageSpecs {
+  TensorSpec memory, key;
+  int64_t memory_bytes, key_bytes;
+};
+
+// pages[i]: present, `specs.memory` on the device (with its pooled key `specs.key` for the softmax
 // combines), and not overlapping out.
-absl::Status CheckPage(const McReadoutArgs& a, int64_t i, const OutBytes& out, const TensorSpec& memory_spec,
-                       const TensorSpec& key_spec, Device dev) {
+absl::Status CheckPage(const McReadoutArgs& a, int64_t i, const OutBytes& out, const PageSpecs& specs, Device dev) {
   const McPage& page = a.pages[i];
   const bool softmax = a.combine != McCombine::kSum;
   if (page.memory == nullptr) return Bad(absl::StrCat(ListItem{"pages", i, ".memory"}.Name(), " is required"));
-  MCSERVE_RETURN_IF_ERROR(CheckListTensor("McReadout", {"pages", i, ".memory"}, *page.memory, dev, memory_spec));
+  MCSERVE_RETURN_IF_ERROR(CheckListTensor("McReadout", {"pages", i, ".memory"}, *page.memory, dev, specs.memory));
   if (softmax) {
     if (page.pooled_key == nullptr) {
       return Bad(
           absl::StrCat(ListItem{"pages", i, ".pooled_key"}.Name(), " is required by combine ", CombineName(a.combine)));
     }
-    MCSERVE_RETURN_IF_ERROR(CheckListTensor("McReadout", {"pages", i, ".pooled_key"}, *page.pooled_key, dev, key_spec));
+    MCSERVE_RETURN_IF_ERROR(
+        CheckListTensor("McReadout", {"pages", i, ".pooled_key"}, *page.pooled_key, dev, specs.key));
   }
-  // The specs hold, so the sizes follow from them.
-  const int64_t memory_bytes = NumElements(memory_spec.shape) * DTypeSize(memory_spec.dtype);
-  const int64_t key_bytes = NumElements(key_spec.shape) * DTypeSize(key_spec.dtype);
-  if (out.Overlap(RawData(*page.memory), memory_bytes) ||
-      (softmax && out.Overlap(RawData(*page.pooled_key), key_bytes))) {
+  if (out.Overlap(RawData(*page.memory), specs.memory_bytes) ||
+      (softmax && out.Overlap(RawData(*page.pooled_key), specs.key_bytes))) {
     return Bad(absl::StrCat("out overlaps pages[", i, "]"));
   }
   return absl::OkStatus();
@@ -117,15 +120,18 @@ absl::Status Validate(const Context& ctx, const McReadoutArgs& a) {
   const int64_t num_pages = static_cast<int64_t>(a.pages.size());
   const Shape memory_shape = {hs, k, v}, key_shape = {hs, k};
   const OutBytes out_bytes{static_cast<const char*>(RawData(out)), out.nbytes()};
+  const PageSpecs specs{.memory = {DType::kF32, memory_shape, "[Hs, K, V]"},
+                        .key = {DType::kF32, key_shape, "[Hs, K]"},
+                        .memory_bytes = NumElements(memory_shape) * DTypeSize(DType::kF32),
+                        .key_bytes = NumElements(key_shape) * DTypeSize(DType::kF32)};
   for (int64_t i = 0; i < num_pages; ++i) {
-    // Each page's tensors are touched once, here, with the next pages' fetched ahead: at 64K tokens a
-    // read-out lists ~256 pages scattered over the checkpoint store.
+    // Each page's tensors are touched once, here, with the next pages' fetched ahead (the engine's
+    // lists keep them side by side; staged pages and running sums come from elsewhere).
     if (i + kPagesAhead < num_pages) {
       __builtin_prefetch(a.pages[i + kPagesAhead].memory);
       __builtin_prefetch(a.pages[i + kPagesAhead].pooled_key);
     }
-    MCSERVE_RETURN_IF_ERROR(CheckPage(a, i, out_bytes, {DType::kF32, memory_shape, "[Hs, K, V]"},
-                                      {DType::kF32, key_shape, "[Hs, K]"}, dev));
+    MCSERVE_RETURN_IF_ERROR(CheckPage(a, i, out_bytes, specs, dev));
   }
   const Tensor &offsets = *a.token_page_offsets, &token_pages = *a.token_pages;
   MCSERVE_RETURN_IF_ERROR(Check("token_page_offsets", offsets, DType::kI32, {t + 1}, dev, "[T + 1]"));
