@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/numbers.h"
+#include "engine/runner/cpu_libraries.h"
 #include "engine/runner/model.h"
 #include "kernels/core/device_runtime.h"
 
@@ -43,6 +44,7 @@ bool ParseArgs(int argc, char** argv, Args* a) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  mcserve::engine::PrepareCpuLibraries(argv);  // may re-execute: before anything else
   Args args;
   if (!ParseArgs(argc, argv, &args)) {
     std::fprintf(stderr, "usage: decode_bench --model DIR [--batch B] [--steps N] [--prefill P] [--threads T] "

@@ -17,6 +17,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "engine/mc/segmentation.h"
+#include "engine/runner/cpu_libraries.h"
 #include "engine/runner/model.h"
 
 namespace {
@@ -62,6 +63,7 @@ int Fail(const absl::Status& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  mcserve::engine::PrepareCpuLibraries(argv);  // may re-execute: before anything else
   Args args;
   if (!Parse(argc, argv, &args)) {
     std::fprintf(stderr, "usage: mc_cost_bench --model DIR --context L [--steps N] [--threads T] [--mc field=value]...\n");

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/strings/numbers.h"
+#include "engine/runner/cpu_libraries.h"
 #include "engine/runner/model.h"
 #include "engine/serving/engine.h"
 #include "engine/serving/recurrent_runner.h"
@@ -149,6 +150,7 @@ double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::d
 }  // namespace
 
 int main(int argc, char** argv) {
+  mcserve::engine::PrepareCpuLibraries(argv);  // may re-execute: before anything else
   Args args;
   if (!Parse(argc, argv, &args)) {
     std::fprintf(stderr,

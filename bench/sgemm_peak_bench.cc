@@ -14,6 +14,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "kernels/cpu/blas_core.h"
 
 namespace {
 
@@ -72,13 +73,15 @@ double TimeProducts(const Shape& s, const std::vector<float>& a, const std::vect
 }  // namespace
 
 int main(int argc, char** argv) {
+  mcserve::kernels::cpu::ReexecForBlasCore(argv);  // the kernels' OpenBLAS core, as the binaries get it
   Args args;
   if (!ParseArgs(argc, argv, &args)) {
     std::fprintf(stderr,
                  "usage: sgemm_peak_bench --shapes MxKxN[,...] [--threads T[,T...]] [--min-seconds S] [--trials K]\n");
     return 2;
   }
-  std::printf("{\"probe\": \"sgemm\", \"results\": [");
+  std::printf("{\"probe\": \"sgemm\", \"blas_core\": \"%s\", \"results\": [",
+              mcserve::kernels::cpu::LoadedBlasCore().c_str());
   const char* sep = "";
   for (const Shape& s : args.shapes) {
     std::vector<float> a(static_cast<size_t>(s.m) * s.k), b(static_cast<size_t>(s.k) * s.n),

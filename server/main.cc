@@ -32,6 +32,7 @@
 #include "base/status_macros.h"
 #include "cli/flag_values.h"
 #include "cli/mc_flags.h"
+#include "engine/runner/cpu_libraries.h"
 #include "engine/runner/model.h"
 #include "engine/serving/engine.h"
 #include "engine/serving/recurrent_runner.h"
@@ -305,6 +306,7 @@ void RaiseOpenFileLimit() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  mcserve::engine::PrepareCpuLibraries(argv);  // may re-execute: before anything else
   RaiseOpenFileLimit();
   // SIGTERM / SIGINT → a byte on a pipe that Run reads once serving. (A handler rather than a
   // blocked mask: libraries such as OpenBLAS start threads before main, which would take the signal.)

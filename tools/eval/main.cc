@@ -24,6 +24,7 @@
 #include "tools/eval/perplexity.h"
 #include "tools/eval/perplexity_report.h"
 #include "tools/eval/text_tokens.h"
+#include "engine/runner/cpu_libraries.h"
 
 ABSL_FLAG(std::string, text, "", "perplexity: UTF-8 text file to score");
 ABSL_FLAG(int64_t, context, 256, "perplexity: tokens per window (each window from a fresh state), >= 2");
@@ -201,6 +202,7 @@ std::vector<char*> JoinJsonDash(std::vector<char*> args) {
 }
 
 int main(int argc, char** argv) {
+  mcserve::engine::PrepareCpuLibraries(argv);  // may re-execute: before anything else
   std::vector<std::string> storage;
   std::vector<char*> args = JoinJsonDash(cli::NormalizeFlagNames(argc, argv, &storage));
   cli::SetToolUsage("tools/eval/",

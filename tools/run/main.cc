@@ -8,6 +8,7 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "engine/model/tokenizer.h"
+#include "engine/runner/cpu_libraries.h"
 #include "engine/runner/model.h"
 #include "engine/serving/engine.h"
 #include "base/status_macros.h"
@@ -85,6 +86,7 @@ int Run() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  mcserve::engine::PrepareCpuLibraries(argv);  // may re-execute: before anything else
   std::vector<std::string> storage;
   std::vector<char*> args = mcserve::cli::NormalizeFlagNames(argc, argv, &storage);
   mcserve::cli::SetToolUsage("tools/run/", "mcserve-run --model DIR --prompt TEXT [--max-tokens N] [--temperature T] "
