@@ -6,10 +6,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "base/status_macros.h"
 #include "kernels/core/csr.h"
-#include "kernels/core/dispatch.h"
+#include "base/status_macros.h"
 #include "kernels/core/tensor_data.h"
+#include "kernels/core/dispatch.h"
 #include "kernels/core/validate.h"
 
 namespace mcserve::kernels {
@@ -18,18 +18,16 @@ namespace {
 absl::Status Bad(const std::string& msg) { return absl::InvalidArgumentError(absl::StrCat("McReadout: ", msg)); }
 
 // CheckOnDevice, then CheckTensor.
-absl::Status Check(const char* name, const Tensor& t, DType dtype, const Shape& shape, Device dev, const char* want) {
+absl::Status Check(const char* name, const Tensor& t, DType dtype, const Shape& shape, Device dev,
+                   const char* want) {
   return CheckArg("McReadout", name, t, dev, {dtype, shape, want});
 }
 
 const char* CombineName(McCombine c) {
   switch (c) {
-    case McCombine::kSum:
-      return "sum";
-    case McCombine::kSoftmax:
-      return "softmax";
-    case McCombine::kTopKSoftmax:
-      return "top-k softmax";
+    case McCombine::kSum: return "sum";
+    case McCombine::kSoftmax: return "softmax";
+    case McCombine::kTopKSoftmax: return "top-k softmax";
   }
   return nullptr;
 }
@@ -63,8 +61,8 @@ absl::Status CheckPage(const McReadoutArgs& a, int64_t i, const OutBytes& out, c
   MCSERVE_RETURN_IF_ERROR(CheckListTensor("McReadout", {"pages", i, ".memory"}, *page.memory, dev, specs.memory));
   if (softmax) {
     if (page.pooled_key == nullptr) {
-      return Bad(
-          absl::StrCat(ListItem{"pages", i, ".pooled_key"}.Name(), " is required by combine ", CombineName(a.combine)));
+      return Bad(absl::StrCat(ListItem{"pages", i, ".pooled_key"}.Name(), " is required by combine ",
+                              CombineName(a.combine)));
     }
     MCSERVE_RETURN_IF_ERROR(
         CheckListTensor("McReadout", {"pages", i, ".pooled_key"}, *page.pooled_key, dev, specs.key));
@@ -91,17 +89,13 @@ absl::Status Validate(const Context& ctx, const McReadoutArgs& a) {
     return Bad(absl::StrCat("top_k = ", a.top_k, " (want >= 1 for combine ", combine, ")"));
   }
   if (!std::isfinite(a.online_weight) || !std::isfinite(a.cached_weight)) {
-    return Bad(
-        absl::StrCat("online_weight ", a.online_weight, " and cached_weight ", a.cached_weight, " must be finite"));
+    return Bad(absl::StrCat("online_weight ", a.online_weight, " and cached_weight ", a.cached_weight,
+                            " must be finite"));
   }
   MCSERVE_RETURN_IF_ERROR(CheckOnDevice("McReadout", ctx.device,
-                                        {{"q", a.q},
-                                         {"u", a.u},
-                                         {"online_pool", a.online_pool},
-                                         {"online", a.online},
+                                        {{"q", a.q}, {"u", a.u}, {"online_pool", a.online_pool}, {"online", a.online},
                                          {"token_page_offsets", a.token_page_offsets},
-                                         {"token_pages", a.token_pages},
-                                         {"out", a.out}}));
+                                         {"token_pages", a.token_pages}, {"out", a.out}}));
   const Tensor &q = *a.q, &online = *a.online, &out = *a.out;
   if (q.rank() != 3 || online.rank() != 3 || q.dtype() != DType::kF32 || online.dtype() != DType::kF32 ||
       online.dim(0) != q.dim(0) || online.dim(1) != q.dim(1)) {

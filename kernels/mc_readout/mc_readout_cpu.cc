@@ -5,10 +5,11 @@
 // writes y = γ_on·o_on, then walks the pages: the tokens of the block that read a page (found through
 // a page → entries inverse of the CSR lists) are batched into one sgemm Y = (γ q)·S_page,head and
 // added to their rows of y; pages read by at most kLoopMaxRows tokens of the block (decode) use the
-// AccumulateReadOut loop (accumulate_readout.h) instead. When no page has more than kLoopMaxRows entries and
-// every token lists its pages in ascending order (decode: each sequence reads its own pages, listed
-// in order), a task walks its tokens' kept entries instead (TokenReadouts): the same terms added in
-// the same order, without a pass over every page per head. Nothing of size K×V is built per token.
+// AccumulateReadOut loop (accumulate_readout.h) instead. When no page has more than kLoopMaxRows
+// entries and every token lists its pages in ascending order (decode: each sequence reads its own
+// pages, listed in order), a task walks its tokens' kept entries instead (TokenReadouts): the same
+// terms added in the same order, without a pass over every page per head. Nothing of size K×V is
+// built per token.
 #include <cblas.h>
 
 #include <algorithm>

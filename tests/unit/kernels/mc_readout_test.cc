@@ -224,7 +224,9 @@ TEST_P(McReadoutTest, DecodeListsReadTokenByTokenGiveThePageWalksBits) {
   grow(shared.u, shared.k, 52);
   grow(shared.pool_on, shared.k, 53);
   grow(shared.online, shared.v, 54);
-  for (int64_t i = tokens; i < shared.t; ++i) shared.lists.push_back(i < 64 ? std::vector<int32_t>{} : std::vector<int32_t>{0});
+  for (int64_t i = tokens; i < shared.t; ++i) {
+    shared.lists.push_back(i < 64 ? std::vector<int32_t>{} : std::vector<int32_t>{0});
+  }
 
   const std::vector<float> by_token = RunOp(decode, o, nullptr);
   const std::vector<float> by_page = RunOp(shared, o, nullptr);
