@@ -56,24 +56,29 @@ inline float HorizontalSum(__m256 v) {
   return _mm_cvtss_f32(_mm_add_ss(s, sh));
 }
 
-// out[i, r] (+)= x[i, :] · w[r, :] for i < M, r < R.
-// x: [M, k] (row stride k), w: R rows of [k], out: row stride ldo. For BF16, xs is x with every
-// 16-element chunk split into its even then odd elements (see SplitEvenOdd), so one 256-bit load of
-// 16 weights widens with a shift (even) and a mask (odd) instead of a cross-lane zero-extension.
-template <class W, int M, int R>
-inline void GemvBlock(const float* x, const float* xs, const typename W::T* w, int64_t k, float* out,
-                      int64_t ldo, bool accumulate) {
-  __m256 acc[M][R];
-  for (int i = 0; i < M; ++i)
-    for (int r = 0; r < R; ++r) acc[i][r] = _mm256_setzero_ps();
-  // The rows are short (k elements) and read once, too short for the hardware prefetcher to ramp up:
-  // fetch the next blocks' rows (contiguous after these) about kGemvPrefetchBytes ahead, a line per row
-  // every 64 bytes of it.
-  const typename W::T* next = w + GemvPrefetchBlocks(R * k * static_cast<int64_t>(sizeof(typename W::T))) * R * k;
+// From this many batch rows on, the GEMV asks for the weights kGemvPrefetchBytes ahead of its reads
+// (a line per 64 bytes). At fewer rows the loop is bound by its loads and the hardware prefetcher
+// follows the stream alone: software prefetch made batch 1 and 4 0.9x slower, batch 8 1.2x faster
+// (F32, 1 thread, AMD EPYC Zen 4 VM; bench/README.md).
+constexpr int kGemvPrefetchRows = 7;
+
+// out[i, 0] (+)= x[i, :] · row for i < M: one weight row, read front to back, one 8-lane sum per
+// batch row (so a request's bits do not depend on the batch it decodes in), then its tail. The GEMV
+// runs one row after the other so the weights are read as one stream: two or eight rows side by side
+// (streams 1-3 KB apart) read F32 weights from DRAM at 9-11 GB/s on an AMD EPYC (Zen 4) VM against
+// 22-27 GB/s this way (bench/README.md). x: [M, k] (row stride k), out: row stride ldo. For BF16, xs
+// is x with every 16-element chunk split into its even then odd elements (see SplitEvenOdd), so one
+// 256-bit load of 16 weights widens with a shift (even) and a mask (odd).
+template <class W, int M>
+inline void GemvRow(const float* x, const float* xs, const typename W::T* row, int64_t k, float* out, int64_t ldo,
+                    bool accumulate) {
+  __m256 acc[M];
+  for (int i = 0; i < M; ++i) acc[i] = _mm256_setzero_ps();
+  const typename W::T* next = row + GemvPrefetchBlocks(k * static_cast<int64_t>(sizeof(typename W::T))) * k;
   constexpr int64_t kLineElements = 64 / sizeof(typename W::T);
   auto prefetch = [&](int64_t c) {
-    if (c % kLineElements == 0) {
-      for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(next + r * k + c), _MM_HINT_T0);
+    if (M >= kGemvPrefetchRows && c % kLineElements == 0) {
+      _mm_prefetch(reinterpret_cast<const char*>(next + c), _MM_HINT_T0);
     }
   };
   int64_t done = 0;
@@ -82,48 +87,27 @@ inline void GemvBlock(const float* x, const float* xs, const typename W::T* w, i
     done = k & ~int64_t{15};
     for (int64_t c = 0; c < done; c += 16) {
       prefetch(c);
-      if constexpr (M == 1) {  // each row widened just before its FMAs: no register holds R rows
-        const __m256 xe = _mm256_loadu_ps(xs + c), xo = _mm256_loadu_ps(xs + c + 8);
-        for (int r = 0; r < R; ++r) {
-          const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + r * k + c));
-          acc[0][r] = _mm256_fmadd_ps(xe, _mm256_castsi256_ps(_mm256_slli_epi32(raw, 16)), acc[0][r]);
-          acc[0][r] = _mm256_fmadd_ps(xo, _mm256_castsi256_ps(_mm256_and_si256(raw, odd_mask)), acc[0][r]);
-        }
-      } else {  // R rows widened once, met by every row of x
-        __m256 we[R], wo[R];
-        for (int r = 0; r < R; ++r) {
-          __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + r * k + c));
-          we[r] = _mm256_castsi256_ps(_mm256_slli_epi32(raw, 16));
-          wo[r] = _mm256_castsi256_ps(_mm256_and_si256(raw, odd_mask));
-        }
-        for (int i = 0; i < M; ++i) {
-          __m256 xe = _mm256_loadu_ps(xs + i * k + c), xo = _mm256_loadu_ps(xs + i * k + c + 8);
-          for (int r = 0; r < R; ++r) {
-            acc[i][r] = _mm256_fmadd_ps(xe, we[r], acc[i][r]);
-            acc[i][r] = _mm256_fmadd_ps(xo, wo[r], acc[i][r]);
-          }
-        }
+      const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + c));
+      const __m256 we = _mm256_castsi256_ps(_mm256_slli_epi32(raw, 16));
+      const __m256 wo = _mm256_castsi256_ps(_mm256_and_si256(raw, odd_mask));
+      for (int i = 0; i < M; ++i) {
+        acc[i] = _mm256_fmadd_ps(_mm256_loadu_ps(xs + i * k + c), we, acc[i]);
+        acc[i] = _mm256_fmadd_ps(_mm256_loadu_ps(xs + i * k + c + 8), wo, acc[i]);
       }
     }
   } else {
     done = k & ~int64_t{7};
     for (int64_t c = 0; c < done; c += 8) {
       prefetch(c);
-      __m256 wv[R];
-      for (int r = 0; r < R; ++r) wv[r] = W::Load8(w + r * k + c);
-      for (int i = 0; i < M; ++i) {
-        __m256 xv = _mm256_loadu_ps(x + i * k + c);
-        for (int r = 0; r < R; ++r) acc[i][r] = _mm256_fmadd_ps(xv, wv[r], acc[i][r]);
-      }
+      const __m256 wv = W::Load8(row + c);
+      for (int i = 0; i < M; ++i) acc[i] = _mm256_fmadd_ps(_mm256_loadu_ps(x + i * k + c), wv, acc[i]);
     }
   }
   for (int i = 0; i < M; ++i) {
-    for (int r = 0; r < R; ++r) {
-      float s = HorizontalSum(acc[i][r]);
-      for (int64_t c = done; c < k; ++c) s += x[i * k + c] * W::One(w[r * k + c]);
-      float& o = out[i * ldo + r];
-      o = accumulate ? o + s : s;
-    }
+    float s = HorizontalSum(acc[i]);
+    for (int64_t c = done; c < k; ++c) s += x[i * k + c] * W::One(row[c]);
+    float& o = out[i * ldo];
+    o = accumulate ? o + s : s;
   }
 }
 
@@ -141,22 +125,11 @@ void SplitEvenOdd(const float* x, int64_t m, int64_t k, float* xs) {
   }
 }
 
-// Output-row blocking per batch size: keeps M·R accumulators + R weight vectors within 16 ymm; at
-// M = 1, 8 accumulators and each row's weights widened (BF16) or read (F32, as an FMA operand) just
-// before use, so 8 rows' loads are in flight (1.17x over 4 rows for BF16 on 2 threads, bench/README.md).
-template <int M>
-constexpr int RowsPerBlock() {
-  return M == 1 ? 8 : M <= 2 ? 4 : M == 3 ? 3 : M <= 6 ? 2 : 1;
-}
-
-// Output columns [j0, j1) of out[M, n] (+)= x[M, k] · w[n, k]ᵀ.
+// Output columns [j0, j1) of out[M, n] (+)= x[M, k] · w[n, k]ᵀ, one weight row after the other.
 template <class W, int M>
 void GemvRange(const float* x, const float* xs, const typename W::T* w, int64_t k, float* out, int64_t n,
                bool accumulate, int64_t j0, int64_t j1) {
-  constexpr int R = RowsPerBlock<M>();
-  int64_t j = j0;
-  for (; j + R <= j1; j += R) GemvBlock<W, M, R>(x, xs, w + j * k, k, out + j, n, accumulate);
-  for (; j < j1; ++j) GemvBlock<W, M, 1>(x, xs, w + j * k, k, out + j, n, accumulate);
+  for (int64_t j = j0; j < j1; ++j) GemvRow<W, M>(x, xs, w + j * k, k, out + j, n, accumulate);
 }
 
 template <class W>
