@@ -68,29 +68,17 @@ MCSERVE_AVX512 void Block(const float* xs, int64_t ldx, const uint16_t* w, int64
   for (int i = 0; i < M; ++i)
     for (int r = 0; r < R; ++r) even[i][r] = odd[i][r] = _mm512_setzero_ps();
   const int64_t full = k & ~int64_t{31};
-  const __mmask32 tail = static_cast<__mmask32>((uint64_t{1} << (k - full)) - 1);
-  if constexpr (M == 1) {
-    // One batch row: the R rows read one after the other, as one stream, with no software prefetch.
-    // Side by side (with prefetch) they read BF16 weights from DRAM 1.4-1.7x slower on an AMD EPYC
-    // (Zen 4) VM; from its L3 (a 10M-parameter model, 2 threads) 1.05-1.15x faster (bench/README.md).
-    for (int r = 0; r < R; ++r) {
-      __m512 e[1][1] = {{_mm512_setzero_ps()}}, o[1][1] = {{_mm512_setzero_ps()}};
-      const uint16_t* row = w + r * k;
-      for (int64_t c = 0; c < full; c += 32) Step<1, 1, false>(xs, ldx, row, k, c, 0, e, o);
-      if (full < k) Step<1, 1, true>(xs, ldx, row, k, full, tail, e, o);
-      even[0][r] = e[0][0];
-      odd[0][r] = o[0][0];
-    }
-  } else {
-    // Rows are short and read once: fetch the next blocks' rows (contiguous after these) about
-    // kGemvPrefetchBytes ahead, a line per row per step, since the hardware prefetcher has no time to
-    // ramp up on them.
-    const uint16_t* next = w + GemvPrefetchBlocks(R * k * 2) * R * k;
-    for (int64_t c = 0; c < full; c += 32) {
-      for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(next + r * k + c), _MM_HINT_T0);
-      Step<M, R, false>(xs, ldx, w, k, c, 0, even, kSplit ? odd : even);
-    }
-    if (full < k) Step<M, R, true>(xs, ldx, w, k, full, tail, even, kSplit ? odd : even);
+  // Rows are short and read once: fetch the next blocks' rows (contiguous after these) about
+  // kGemvPrefetchBytes ahead, a line per row per step, since the hardware prefetcher has no time to
+  // ramp up on them.
+  const uint16_t* next = w + GemvPrefetchBlocks(R * k * 2) * R * k;
+  for (int64_t c = 0; c < full; c += 32) {
+    for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(next + r * k + c), _MM_HINT_T0);
+    Step<M, R, false>(xs, ldx, w, k, c, 0, even, kSplit ? odd : even);
+  }
+  if (full < k) {
+    const __mmask32 mask = static_cast<__mmask32>((uint64_t{1} << (k - full)) - 1);
+    Step<M, R, true>(xs, ldx, w, k, full, mask, even, kSplit ? odd : even);
   }
   for (int i = 0; i < M; ++i) {
     __m512 sum[R];
@@ -107,20 +95,57 @@ MCSERVE_AVX512 void Block(const float* xs, int64_t ldx, const uint16_t* w, int64
   }
 }
 
-// Output-row blocking per batch size: the accumulators (M·R; at M = 1 the rows' sums, 2R, read one
-// row after the other) + the widened weight halves within the 32 zmm.
+// Batch 1: out[j] (+)= x · w[j, :] for the four rows j = j0 + s·part + t (s < 4), one from each of four
+// contiguous parts of a thread's rows, each part read front to back with no software prefetch. Eight
+// rows side by side (1-1.5 KB apart, prefetched) read BF16 weights from DRAM 1.4-1.7x slower on an
+// AMD EPYC (Zen 4) VM than one row after the other (bench/README.md); four parts keep 8 FMA chains
+// in flight. A row's sums are those of Block<1, R> (even and odd apart), reduced by one Sum4.
+MCSERVE_AVX512 inline void FourParts(const float* xs, const uint16_t* w, int64_t k, float* out, bool accumulate,
+                                     int64_t j0, int64_t part, int64_t t) {
+  __m512 even[4][1][1], odd[4][1][1];
+  const uint16_t* rows[4];
+  for (int s = 0; s < 4; ++s) {
+    even[s][0][0] = odd[s][0][0] = _mm512_setzero_ps();
+    rows[s] = w + (j0 + s * part + t) * k;
+  }
+  const int64_t full = k & ~int64_t{31}, ldx = Avx512Columns(k);
+  for (int64_t c = 0; c < full; c += 32) {
+    for (int s = 0; s < 4; ++s) Step<1, 1, false>(xs, ldx, rows[s], k, c, 0, even[s], odd[s]);
+  }
+  if (full < k) {
+    const __mmask32 mask = static_cast<__mmask32>((uint64_t{1} << (k - full)) - 1);
+    for (int s = 0; s < 4; ++s) Step<1, 1, true>(xs, ldx, rows[s], k, full, mask, even[s], odd[s]);
+  }
+  __m512 four[4];
+  for (int s = 0; s < 4; ++s) four[s] = _mm512_add_ps(even[s][0][0], odd[s][0][0]);
+  alignas(16) float sums[4];
+  _mm_store_ps(sums, Sum4(four));
+  for (int s = 0; s < 4; ++s) {
+    float& o = out[j0 + s * part + t];
+    o = accumulate ? o + sums[s] : sums[s];
+  }
+}
+
+// Output-row blocking per batch size from 2: the accumulators (M·R) + the widened weight halves within
+// the 32 zmm.
 template <int M>
 constexpr int RowsPerBlock() {
-  return M == 1 ? 8 : M <= 3 ? 4 : M <= 6 ? 3 : 2;
+  return M <= 3 ? 4 : M <= 6 ? 3 : 2;
 }
 
 template <int M>
 MCSERVE_AVX512 void Range(const float* xs, const uint16_t* w, int64_t k, float* out, int64_t n,
                                bool accumulate, int64_t j0, int64_t j1) {
-  constexpr int R = RowsPerBlock<M>();
   const int64_t ldx = Avx512Columns(k);
   int64_t j = j0;
-  for (; j + R <= j1; j += R) Block<M, R>(xs, ldx, w + j * k, k, out + j, n, accumulate);
+  if constexpr (M == 1) {
+    const int64_t part = (j1 - j0) / 4;  // rows per part
+    for (int64_t t = 0; t < part; ++t) FourParts(xs, w, k, out, accumulate, j0, part, t);
+    j = j0 + 4 * part;
+  } else {
+    constexpr int R = RowsPerBlock<M>();
+    for (; j + R <= j1; j += R) Block<M, R>(xs, ldx, w + j * k, k, out + j, n, accumulate);
+  }
   for (; j < j1; ++j) Block<M, 1>(xs, ldx, w + j * k, k, out + j, n, accumulate);
 }
 

@@ -62,23 +62,32 @@ inline float HorizontalSum(__m256 v) {
 // (F32, 1 thread, AMD EPYC Zen 4 VM; bench/README.md).
 constexpr int kGemvPrefetchRows = 7;
 
-// out[i, 0] (+)= x[i, :] · row for i < M: one weight row, read front to back, one 8-lane sum per
-// batch row (so a request's bits do not depend on the batch it decodes in), then its tail. The GEMV
-// runs one row after the other so the weights are read as one stream: two or eight rows side by side
-// (streams 1-3 KB apart) read F32 weights from DRAM at 9-11 GB/s on an AMD EPYC (Zen 4) VM against
-// 22-27 GB/s this way (bench/README.md). x: [M, k] (row stride k), out: row stride ldo. For BF16, xs
-// is x with every 16-element chunk split into its even then odd elements (see SplitEvenOdd), so one
-// 256-bit load of 16 weights widens with a shift (even) and a mask (odd).
-template <class W, int M>
-inline void GemvRow(const float* x, const float* xs, const typename W::T* row, int64_t k, float* out, int64_t ldo,
-                    bool accumulate) {
-  __m256 acc[M];
-  for (int i = 0; i < M; ++i) acc[i] = _mm256_setzero_ps();
-  const typename W::T* next = row + GemvPrefetchBlocks(k * static_cast<int64_t>(sizeof(typename W::T))) * k;
+// Streams per GEMV range at M batch rows: each thread's rows are cut into this many contiguous parts,
+// read side by side, one row of each at a time, so S·M sums are in flight (the FMA latency bounds
+// one sum to ~8 B a cycle) while every part is still read front to back. Rows 1-3 KB apart side by
+// side (eight, or two) read F32 weights from DRAM at 9-11 GB/s on an AMD EPYC (Zen 4) VM, one row
+// after the other at 22-27 GB/s, four parts 1.12-1.17x faster still (bench/README.md).
+template <int M>
+constexpr int GemvStreams() {
+  return M == 1 ? 4 : M == 2 ? 2 : 1;
+}
+
+// out[i, rows_out[s]] (+)= x[i, :] · rows[s] for i < M, s < S: S weight rows, each read front to back
+// with one 8-lane sum per batch row (so a request's bits do not depend on the batch it decodes in or
+// on the rows beside it), then its tail. x: [M, k] (row stride k), out: row stride ldo. For BF16,
+// xs is x with every 16-element chunk split into its even then odd elements (see SplitEvenOdd), so
+// one 256-bit load of 16 weights widens with a shift (even) and a mask (odd).
+template <class W, int M, int S>
+inline void GemvRows(const float* x, const float* xs, const typename W::T* const (&rows)[S], int64_t k,
+                     float* const (&rows_out)[S], int64_t ldo, bool accumulate) {
+  __m256 acc[S][M];
+  for (int s = 0; s < S; ++s)
+    for (int i = 0; i < M; ++i) acc[s][i] = _mm256_setzero_ps();
   constexpr int64_t kLineElements = 64 / sizeof(typename W::T);
+  const int64_t ahead = GemvPrefetchBlocks(k * static_cast<int64_t>(sizeof(typename W::T))) * k;
   auto prefetch = [&](int64_t c) {
     if (M >= kGemvPrefetchRows && c % kLineElements == 0) {
-      _mm_prefetch(reinterpret_cast<const char*>(next + c), _MM_HINT_T0);
+      for (int s = 0; s < S; ++s) _mm_prefetch(reinterpret_cast<const char*>(rows[s] + ahead + c), _MM_HINT_T0);
     }
   };
   int64_t done = 0;
@@ -87,27 +96,33 @@ inline void GemvRow(const float* x, const float* xs, const typename W::T* row, i
     done = k & ~int64_t{15};
     for (int64_t c = 0; c < done; c += 16) {
       prefetch(c);
-      const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + c));
-      const __m256 we = _mm256_castsi256_ps(_mm256_slli_epi32(raw, 16));
-      const __m256 wo = _mm256_castsi256_ps(_mm256_and_si256(raw, odd_mask));
-      for (int i = 0; i < M; ++i) {
-        acc[i] = _mm256_fmadd_ps(_mm256_loadu_ps(xs + i * k + c), we, acc[i]);
-        acc[i] = _mm256_fmadd_ps(_mm256_loadu_ps(xs + i * k + c + 8), wo, acc[i]);
+      for (int s = 0; s < S; ++s) {
+        const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[s] + c));
+        const __m256 we = _mm256_castsi256_ps(_mm256_slli_epi32(raw, 16));
+        const __m256 wo = _mm256_castsi256_ps(_mm256_and_si256(raw, odd_mask));
+        for (int i = 0; i < M; ++i) {
+          acc[s][i] = _mm256_fmadd_ps(_mm256_loadu_ps(xs + i * k + c), we, acc[s][i]);
+          acc[s][i] = _mm256_fmadd_ps(_mm256_loadu_ps(xs + i * k + c + 8), wo, acc[s][i]);
+        }
       }
     }
   } else {
     done = k & ~int64_t{7};
     for (int64_t c = 0; c < done; c += 8) {
       prefetch(c);
-      const __m256 wv = W::Load8(row + c);
-      for (int i = 0; i < M; ++i) acc[i] = _mm256_fmadd_ps(_mm256_loadu_ps(x + i * k + c), wv, acc[i]);
+      for (int s = 0; s < S; ++s) {
+        const __m256 wv = W::Load8(rows[s] + c);
+        for (int i = 0; i < M; ++i) acc[s][i] = _mm256_fmadd_ps(_mm256_loadu_ps(x + i * k + c), wv, acc[s][i]);
+      }
     }
   }
-  for (int i = 0; i < M; ++i) {
-    float s = HorizontalSum(acc[i]);
-    for (int64_t c = done; c < k; ++c) s += x[i * k + c] * W::One(row[c]);
-    float& o = out[i * ldo];
-    o = accumulate ? o + s : s;
+  for (int s = 0; s < S; ++s) {
+    for (int i = 0; i < M; ++i) {
+      float sum = HorizontalSum(acc[s][i]);
+      for (int64_t c = done; c < k; ++c) sum += x[i * k + c] * W::One(rows[s][c]);
+      float& o = rows_out[s][i * ldo];
+      o = accumulate ? o + sum : sum;
+    }
   }
 }
 
@@ -125,11 +140,27 @@ void SplitEvenOdd(const float* x, int64_t m, int64_t k, float* xs) {
   }
 }
 
-// Output columns [j0, j1) of out[M, n] (+)= x[M, k] · w[n, k]ᵀ, one weight row after the other.
+// Output columns [j0, j1) of out[M, n] (+)= x[M, k] · w[n, k]ᵀ: the rows cut into GemvStreams<M>()
+// contiguous parts read side by side, then the rows left over one at a time.
 template <class W, int M>
 void GemvRange(const float* x, const float* xs, const typename W::T* w, int64_t k, float* out, int64_t n,
                bool accumulate, int64_t j0, int64_t j1) {
-  for (int64_t j = j0; j < j1; ++j) GemvRow<W, M>(x, xs, w + j * k, k, out + j, n, accumulate);
+  constexpr int S = GemvStreams<M>();
+  const int64_t part = (j1 - j0) / S;  // rows per part
+  for (int64_t t = 0; t < part; ++t) {
+    const typename W::T* rows[S];
+    float* rows_out[S];
+    for (int s = 0; s < S; ++s) {
+      rows[s] = w + (j0 + s * part + t) * k;
+      rows_out[s] = out + j0 + s * part + t;
+    }
+    GemvRows<W, M, S>(x, xs, rows, k, rows_out, n, accumulate);
+  }
+  for (int64_t j = j0 + S * part; j < j1; ++j) {
+    const typename W::T* row[1] = {w + j * k};
+    float* row_out[1] = {out + j};
+    GemvRows<W, M, 1>(x, xs, row, k, row_out, n, accumulate);
+  }
 }
 
 template <class W>
