@@ -4,6 +4,7 @@
 #include "kernels/cpu/isa.h"
 #include "kernels/linear/linear.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <memory>
@@ -131,6 +132,47 @@ TEST_P(LinearDTypeTest, EmptyReductionGivesZeroOrKeepsOut) {
 
 INSTANTIATE_TEST_SUITE_P(AllWeightTypes, LinearDTypeTest, testing::Values(DType::kF32, DType::kBF16, DType::kF16),
                          [](const testing::TestParamInfo<DType>& info) { return std::string(DTypeName(info.param)); });
+
+// out = x · wᵀ for x [m, k] (random, seeded) and `w`, with `threads` threads (1: no pool).
+std::vector<float> GemvOut(const Weight& w, const std::vector<float>& xv, int64_t m, int threads) {
+  const int64_t n = w.tensor.dim(0), k = w.tensor.dim(1);
+  auto x = Tensor::FromHost(xv, {m, k}, Device::kCpu);
+  auto out = Tensor::Zeros(DType::kF32, {m, n}, Device::kCpu);
+  EXPECT_TRUE(x.ok() && out.ok());
+  cpu::ThreadPool pool(threads);
+  Context ctx;
+  ctx.pool = threads > 1 ? &pool : nullptr;
+  EXPECT_TRUE(Linear(ctx, {&*x, &w.tensor, &*out, false}).ok());
+  return *out->ToHostF32();
+}
+
+// The GEMV cuts each thread's rows into parts read side by side; a weight row's sum must not depend
+// on the part or the thread range it falls in, nor (on the AVX2 kernel) on the batch around its row
+// of x: a request's logits are the same whatever else decodes with it.
+TEST_P(LinearDTypeTest, GemvOutputsDoNotDependOnThreadsOrBatch) {
+  const int64_t n = 2053, k = 269;  // above the threading bar at m = 1, odd everywhere
+  const Weight w = MakeWeight(GetParam(), n, k, 5);
+  const std::vector<float> row = RandomVector(k, 17);
+  for (bool force_avx2 : {true, false}) {
+    cpu::ForceAvx2ForTesting(force_avx2);
+    // The AVX-512 BF16 kernel keeps even and odd sums apart at m = 1 only: its bits depend on m.
+    const bool batch_free = GetParam() != DType::kBF16 || !cpu::UseAvx512();
+    const std::vector<float> alone = GemvOut(w, row, 1, 1);
+    for (int64_t m : {1, 2, 3, 5, 8}) {
+      std::vector<float> x = RandomVector(m * k, static_cast<uint32_t>(m));
+      std::copy(row.begin(), row.end(), x.begin() + (m - 1) * k);  // the request in the last batch row
+      const std::vector<float> one = GemvOut(w, x, m, 1);
+      for (int threads : {2, 3}) {
+        EXPECT_EQ(GemvOut(w, x, m, threads), one) << "m=" << m << " threads=" << threads << " avx2=" << force_avx2;
+      }
+      if (batch_free) {
+        EXPECT_TRUE(std::equal(alone.begin(), alone.end(), one.begin() + (m - 1) * n))
+            << "m=" << m << " avx2=" << force_avx2;
+      }
+    }
+  }
+  cpu::ForceAvx2ForTesting(false);
+}
 
 // The BF16 GEMV has two CPU kernels chosen at run time: AVX-512 where the CPU has it, AVX2
 // elsewhere (a machine without AVX-512 runs the forced path). Both meet the double loop here, whatever this machine picks by default.
