@@ -95,42 +95,54 @@ MCSERVE_AVX512 void Block(const float* xs, int64_t ldx, const uint16_t* w, int64
   }
 }
 
-// Batch 1: out[j] (+)= x · w[j, :] for the four rows j = j0 + s·part + t (s < 4), one from each of four
-// contiguous parts of a thread's rows, each part read front to back with no software prefetch. Eight
-// rows side by side (1-1.5 KB apart, prefetched) read BF16 weights from DRAM 1.4-1.7x slower on an
-// AMD EPYC (Zen 4) VM than one row after the other (bench/README.md); four parts keep 8 FMA chains
-// in flight. A row's sums are those of Block<1, R> (even and odd apart), reduced by one Sum4.
-MCSERVE_AVX512 inline void FourParts(const float* xs, const uint16_t* w, int64_t k, float* out, bool accumulate,
-                                     int64_t j0, int64_t part, int64_t t) {
-  __m512 even[4][1][1], odd[4][1][1];
+// Batch rows up to which the kernel reads a thread's rows in four contiguous parts side by side
+// (FourParts), not a block of rows side by side (Block). On the AMD EPYC (Zen 4) VM, against Block:
+// a 36-layer BF16 model from DRAM 1.36-1.58x faster at batch 2-4 with 2 threads, 1.57-2.19x with 1;
+// the 10M-parameter model's weights from its L3 with 2 threads 1.35x at batch 2, 0.99x at 3, 0.77x
+// at 4 (bench/README.md).
+constexpr int kPartsMaxRows = 4;
+
+// out[i, j] (+)= x[i, :] · w[j, :] for i < M and the four rows j = j0 + s·part + t (s < 4), one from
+// each of four contiguous parts of a thread's rows, each part read front to back with no software
+// prefetch (one 8 KB ahead: 0.88-0.97x). Eight rows side by side (1-1.5 KB apart, prefetched) read BF16 weights from DRAM 1.4-1.7x
+// slower on an AMD EPYC (Zen 4) VM than one row after the other (bench/README.md); four parts keep
+// 4M (8 at M = 1) FMA chains in flight. A row's sums are those of Block<M, R> (even and odd apart at
+// M = 1 only), the four rows reduced by one Sum4.
+template <int M>
+MCSERVE_AVX512 inline void FourParts(const float* xs, const uint16_t* w, int64_t k, float* out, int64_t n,
+                                     bool accumulate, int64_t j0, int64_t part, int64_t t) {
+  constexpr bool kSplit = M == 1;
+  __m512 even[4][M][1], odd[4][M][1];
   const uint16_t* rows[4];
   for (int s = 0; s < 4; ++s) {
-    even[s][0][0] = odd[s][0][0] = _mm512_setzero_ps();
+    for (int i = 0; i < M; ++i) even[s][i][0] = odd[s][i][0] = _mm512_setzero_ps();
     rows[s] = w + (j0 + s * part + t) * k;
   }
   const int64_t full = k & ~int64_t{31}, ldx = Avx512Columns(k);
   for (int64_t c = 0; c < full; c += 32) {
-    for (int s = 0; s < 4; ++s) Step<1, 1, false>(xs, ldx, rows[s], k, c, 0, even[s], odd[s]);
+    for (int s = 0; s < 4; ++s) Step<M, 1, false>(xs, ldx, rows[s], k, c, 0, even[s], kSplit ? odd[s] : even[s]);
   }
   if (full < k) {
     const __mmask32 mask = static_cast<__mmask32>((uint64_t{1} << (k - full)) - 1);
-    for (int s = 0; s < 4; ++s) Step<1, 1, true>(xs, ldx, rows[s], k, full, mask, even[s], odd[s]);
+    for (int s = 0; s < 4; ++s) Step<M, 1, true>(xs, ldx, rows[s], k, full, mask, even[s], kSplit ? odd[s] : even[s]);
   }
-  __m512 four[4];
-  for (int s = 0; s < 4; ++s) four[s] = _mm512_add_ps(even[s][0][0], odd[s][0][0]);
-  alignas(16) float sums[4];
-  _mm_store_ps(sums, Sum4(four));
-  for (int s = 0; s < 4; ++s) {
-    float& o = out[j0 + s * part + t];
-    o = accumulate ? o + sums[s] : sums[s];
+  for (int i = 0; i < M; ++i) {
+    __m512 four[4];
+    for (int s = 0; s < 4; ++s) four[s] = kSplit ? _mm512_add_ps(even[s][i][0], odd[s][i][0]) : even[s][i][0];
+    alignas(16) float sums[4];
+    _mm_store_ps(sums, Sum4(four));
+    for (int s = 0; s < 4; ++s) {
+      float& o = out[i * n + j0 + s * part + t];
+      o = accumulate ? o + sums[s] : sums[s];
+    }
   }
 }
 
-// Output-row blocking per batch size from 2: the accumulators (M·R) + the widened weight halves within
+// Output-row blocking per batch size above kPartsMaxRows: the accumulators (M·R) + the widened weight halves within
 // the 32 zmm.
 template <int M>
 constexpr int RowsPerBlock() {
-  return M <= 3 ? 4 : M <= 6 ? 3 : 2;
+  return M <= 6 ? 3 : 2;
 }
 
 template <int M>
@@ -138,9 +150,9 @@ MCSERVE_AVX512 void Range(const float* xs, const uint16_t* w, int64_t k, float* 
                                bool accumulate, int64_t j0, int64_t j1) {
   const int64_t ldx = Avx512Columns(k);
   int64_t j = j0;
-  if constexpr (M == 1) {
+  if constexpr (M <= kPartsMaxRows) {
     const int64_t part = (j1 - j0) / 4;  // rows per part
-    for (int64_t t = 0; t < part; ++t) FourParts(xs, w, k, out, accumulate, j0, part, t);
+    for (int64_t t = 0; t < part; ++t) FourParts<M>(xs, w, k, out, n, accumulate, j0, part, t);
     j = j0 + 4 * part;
   } else {
     constexpr int R = RowsPerBlock<M>();
