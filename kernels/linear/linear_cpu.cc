@@ -66,10 +66,11 @@ constexpr int kGemvPrefetchRows = 7;
 // read side by side, one row of each at a time, so S·M sums are in flight (the FMA latency bounds
 // one sum to ~8 B a cycle) while every part is still read front to back. Rows 1-3 KB apart side by
 // side (eight, or two) read F32 weights from DRAM at 9-11 GB/s on an AMD EPYC (Zen 4) VM, one row
-// after the other at 22-27 GB/s, four parts 1.12-1.17x faster still (bench/README.md).
+// after the other at 22-27 GB/s, four parts 1.12-1.17x faster still; two parts at batch 2-4 1.0-1.7x
+// over one (bench/README.md). S·M accumulators + a weight vector + x within 16 ymm.
 template <int M>
 constexpr int GemvStreams() {
-  return M == 1 ? 4 : M == 2 ? 2 : 1;
+  return M == 1 ? 4 : M <= 4 ? 2 : 1;
 }
 
 // out[i, rows_out[s]] (+)= x[i, :] · rows[s] for i < M, s < S: S weight rows, each read front to back
