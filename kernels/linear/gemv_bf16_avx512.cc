@@ -104,15 +104,15 @@ constexpr int kPartsMaxRows = 4;
 
 // out[i, j] (+)= x[i, :] · w[j, :] for i < M and the four rows j = j0 + s·part + t (s < 4), one from
 // each of four contiguous parts of a thread's rows, each part read front to back with no software
-// prefetch (one 8 KB ahead: 0.88-0.97x). Eight rows side by side (1-1.5 KB apart, prefetched) read BF16 weights from DRAM 1.4-1.7x
-// slower on an AMD EPYC (Zen 4) VM than one row after the other (bench/README.md); four parts keep
-// 4M (8 at M = 1) FMA chains in flight. A row's sums are those of Block<M, R> (even and odd apart at
+// prefetch (one 8 KB ahead: 0.88-0.97x). Eight rows side by side (1-1.5 KB apart, prefetched) read
+// BF16 weights from DRAM 1.4-1.7x slower on an AMD EPYC (Zen 4) VM than one row after the other
+// (bench/README.md); four parts keep 4M (8 at M = 1) FMA chains in flight. A row's sums are those of Block<M, R> (even and odd apart at
 // M = 1 only), the four rows reduced by one Sum4.
 template <int M>
 MCSERVE_AVX512 inline void FourParts(const float* xs, const uint16_t* w, int64_t k, float* out, int64_t n,
                                      bool accumulate, int64_t j0, int64_t part, int64_t t) {
   constexpr bool kSplit = M == 1;
-  __m512 even[4][M][1], odd[4][M][1];
+  __m512 even[4][M][1], odd[4][M][1];  // per part, Step's [M][R] accumulators with R = 1
   const uint16_t* rows[4];
   for (int s = 0; s < 4; ++s) {
     for (int i = 0; i < M; ++i) even[s][i][0] = odd[s][i][0] = _mm512_setzero_ps();
@@ -138,8 +138,8 @@ MCSERVE_AVX512 inline void FourParts(const float* xs, const uint16_t* w, int64_t
   }
 }
 
-// Output-row blocking per batch size above kPartsMaxRows: the accumulators (M·R) + the widened weight halves within
-// the 32 zmm.
+// Output-row blocking per batch size above kPartsMaxRows: the accumulators (M·R) + the widened weight
+// halves within the 32 zmm.
 template <int M>
 constexpr int RowsPerBlock() {
   return M <= 6 ? 3 : 2;

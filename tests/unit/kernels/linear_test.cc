@@ -133,7 +133,7 @@ TEST_P(LinearDTypeTest, EmptyReductionGivesZeroOrKeepsOut) {
 INSTANTIATE_TEST_SUITE_P(AllWeightTypes, LinearDTypeTest, testing::Values(DType::kF32, DType::kBF16, DType::kF16),
                          [](const testing::TestParamInfo<DType>& info) { return std::string(DTypeName(info.param)); });
 
-// out = x · wᵀ for x [m, k] (random, seeded) and `w`, with `threads` threads (1: no pool).
+// out = x · wᵀ for x [m, k] = xv and `w`, with `threads` threads (1: no pool).
 std::vector<float> GemvOut(const Weight& w, const std::vector<float>& xv, int64_t m, int threads) {
   const int64_t n = w.tensor.dim(0), k = w.tensor.dim(1);
   auto x = Tensor::FromHost(xv, {m, k}, Device::kCpu);
