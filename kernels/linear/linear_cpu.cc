@@ -67,10 +67,13 @@ constexpr int kGemvPrefetchRows = 7;
 // one sum to ~8 B a cycle) while every part is still read front to back. Rows 1-3 KB apart side by
 // side (eight, or two) read F32 weights from DRAM at 9-11 GB/s on an AMD EPYC (Zen 4) VM, one row
 // after the other at 22-27 GB/s, four parts 1.12-1.17x faster still; two parts at batch 2-4 1.0-1.7x
-// over one (bench/README.md). S·M accumulators + a weight vector + x within 16 ymm.
+// over one. At batch 1 on an AMD EPYC (Zen 5) VM two parts beat four, 1.03-1.12x (F32, 1 and 2
+// threads, from L3 and DRAM), and one part lost (0.91-0.95x): two sums already cover the FMA latency at
+// the rate a thread reads (bench/README.md; two against four was not measured on Zen 4). S·M
+// accumulators + a weight vector + x within 16 ymm.
 template <int M>
 constexpr int GemvStreams() {
-  return M == 1 ? 4 : M <= 4 ? 2 : 1;
+  return M <= 4 ? 2 : 1;
 }
 
 // out[i, rows_out[s]] (+)= x[i, :] · rows[s] for i < M, s < S: S weight rows, each read front to back
