@@ -26,7 +26,12 @@ namespace mcserve::kernels::cpu {
 // With owner-first lanes, 8 against 2 gained 1.12x at F32 batch 1 and 4 against 8 tied; 4 everywhere
 // against 2 cost batch 32 (the GEMM) a few percent (bench/README.md, "Owner-first lanes").
 inline constexpr int kCoarseChunksPerThread = 2;  // the default
-inline constexpr int kFineChunksPerThread = 4;    // the memory-bound GEMV at m ≤ 8
+// The memory-bound GEMV at m ≤ 8: one chunk, so each thread reads one long contiguous range of the
+// weights (cut into parts side by side by the GEMV itself), the same range every token. Against 4 (when
+// the GEMV still read 8 rows side by side, 4 had won), on an AMD EPYC Zen 5 VM at 2 threads: 1.01-1.20x
+// over batch 1-8, F32 and BF16, from L3 and DRAM; 2 chunks 0.98-1.12x (bench/README.md). A worker
+// descheduled mid-chunk now holds up the loop by up to its whole half.
+inline constexpr int kGemvChunksPerThread = 1;
 
 class ThreadPool {
  public:

@@ -206,7 +206,7 @@ void Gemv(const Context& ctx, int64_t m, const float* x, const typename W::T* w,
       const float* xs = Avx512Input(x, m, k);
       cpu::ParallelFor(
           pool, n, [&](int64_t j0, int64_t j1) { GemvBf16Avx512(m, xs, w, k, out, n, accumulate, j0, j1); },
-          cpu::kFineChunksPerThread);
+          cpu::kGemvChunksPerThread);
       return;
     }
   }
@@ -214,7 +214,7 @@ void Gemv(const Context& ctx, int64_t m, const float* x, const typename W::T* w,
   if constexpr (std::is_same_v<W, Bf16W>) xs = EvenOddInput(x, m, k);
   cpu::ParallelFor(
       pool, n, [&](int64_t j0, int64_t j1) { GemvRangeDispatch<W>(m, x, xs, w, k, out, n, accumulate, j0, j1); },
-      cpu::kFineChunksPerThread);
+      cpu::kGemvChunksPerThread);
 }
 
 // out[:, j0:j1] (+)= x[m, k] · w[j0:j1, k]ᵀ on the calling thread: sgemm straight on F32 weights;
@@ -447,7 +447,7 @@ absl::Status LinearGroupCpu(const Context& ctx, const LinearGroupArgs& args) {
           first += n;
         }
       },
-      cpu::kFineChunksPerThread);
+      cpu::kGemvChunksPerThread);
   return absl::OkStatus();
 }
 

@@ -41,7 +41,7 @@ TEST(ThreadPoolTest, CoversEachIndexExactlyOnce) {
     ThreadPool pool(threads);
     EXPECT_EQ(pool.num_threads(), threads);
     for (int64_t n : {0, 1, 2, 3, 5, 6, 7, 8, 13, 64, 1000, 100003}) {
-      for (int chunks : {1, kCoarseChunksPerThread, kFineChunksPerThread, 16}) ExpectCoversOnce(&pool, n, chunks);
+      for (int chunks : {kGemvChunksPerThread, kCoarseChunksPerThread, 4, 16}) ExpectCoversOnce(&pool, n, chunks);
     }
   }
 }
@@ -101,7 +101,7 @@ TEST(ThreadPoolTest, AWorkerTakesOverTheCallersTailWhenTheCallerIsSlow) {
         if (std::this_thread::get_id() != caller) by_worker += end - begin;
         total += end - begin;
       },
-      kFineChunksPerThread);
+      /*chunks_per_thread=*/4);  // several chunks in the caller's lane, to leave to the worker
   EXPECT_EQ(total.load(), n);
   EXPECT_GT(by_worker.load(), n / 2);
 }
