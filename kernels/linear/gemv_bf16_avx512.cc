@@ -106,8 +106,8 @@ constexpr int kPartsMaxRows = 4;
 // each of four contiguous parts of a thread's rows, each part read front to back with no software
 // prefetch (one 8 KB ahead: 0.88-0.97x). Eight rows side by side (1-1.5 KB apart, prefetched) read
 // BF16 weights from DRAM 1.4-1.7x slower on an AMD EPYC (Zen 4) VM than one row after the other
-// (bench/README.md); four parts keep 4M (8 at M = 1) FMA chains in flight. A row's sums are those of Block<M, R> (even and odd apart at
-// M = 1 only), the four rows reduced by one Sum4.
+// (bench/README.md); four parts keep 4M (8 at M = 1) FMA chains in flight. A row's sums are those of
+// Block<M, R> (even and odd apart at M = 1 only), the four rows reduced by one Sum4.
 template <int M>
 MCSERVE_AVX512 inline void FourParts(const float* xs, const uint16_t* w, int64_t k, float* out, int64_t n,
                                      bool accumulate, int64_t j0, int64_t part, int64_t t) {

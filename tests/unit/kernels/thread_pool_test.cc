@@ -41,7 +41,7 @@ TEST(ThreadPoolTest, CoversEachIndexExactlyOnce) {
     ThreadPool pool(threads);
     EXPECT_EQ(pool.num_threads(), threads);
     for (int64_t n : {0, 1, 2, 3, 5, 6, 7, 8, 13, 64, 1000, 100003}) {
-      for (int chunks : {kGemvChunksPerThread, kCoarseChunksPerThread, 4, 16}) ExpectCoversOnce(&pool, n, chunks);
+      for (int chunks : {1, kGemvChunksPerThread, kCoarseChunksPerThread, 4, 16}) ExpectCoversOnce(&pool, n, chunks);
     }
   }
 }
