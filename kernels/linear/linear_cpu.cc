@@ -69,10 +69,18 @@ constexpr int kGemvPrefetchRows = 7;
 // after the other at 22-27 GB/s, four parts 1.12-1.17x faster still; two parts at batch 2-4 1.0-1.7x
 // over one. At batch 1 on an AMD EPYC (Zen 5) VM two parts beat four, 1.03-1.12x (F32, 1 and 2
 // threads, from L3 and DRAM), and one part lost (0.91-0.95x): two sums already cover the FMA latency at
-// the rate a thread reads (bench/README.md; two against four was not measured on Zen 4). S·M
-// accumulators + a weight vector + x within 16 ymm.
-template <int M>
+// the rate a thread reads (bench/README.md; two against four was not measured on Zen 4).
+// BF16 (this kernel runs it only where AVX-512 is absent) chains two FMAs into a sum per 16 weights,
+// so a sum covers half the bytes per FMA latency: on an AMD EPYC Zen 3 VM (AVX2 only), eight parts at
+// batch 1 ran 1.40x (2 threads) and 1.33-1.61x (1 thread) over two from L3, 1.05-1.10x from DRAM;
+// five at batch 2 1.18x / 1.03x; more parts at batch 3-6 tied (bench/README.md).
+// S·M accumulators + a weight vector (BF16: the loaded, the two widened and the mask) + x within 16 ymm.
+template <class W, int M>
 constexpr int GemvStreams() {
+  if constexpr (std::is_same_v<W, Bf16W>) {
+    if (M == 1) return 8;
+    if (M == 2) return 5;
+  }
   return M <= 4 ? 2 : 1;
 }
 
@@ -149,7 +157,7 @@ void SplitEvenOdd(const float* x, int64_t m, int64_t k, float* xs) {
 template <class W, int M>
 void GemvRange(const float* x, const float* xs, const typename W::T* w, int64_t k, float* out, int64_t n,
                bool accumulate, int64_t j0, int64_t j1) {
-  constexpr int S = GemvStreams<M>();
+  constexpr int S = GemvStreams<W, M>();
   const int64_t part = (j1 - j0) / S;  // rows per part
   for (int64_t t = 0; t < part; ++t) {
     const typename W::T* rows[S];
