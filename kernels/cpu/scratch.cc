@@ -24,8 +24,21 @@ std::span<float> Zeroed(std::vector<float>& buffer, size_t n) {
   return s;
 }
 
+// `n` floats of `buffer`, not zeroed: NaN-filled when the tests poison them.
+std::span<float> ForOverwrite(std::vector<float>& buffer, size_t n) {
+  const std::span<float> s = Grown(buffer, n);
+  if (PoisonForOverwrite()) std::fill(s.begin(), s.end(), std::numeric_limits<float>::quiet_NaN());
+  return s;
+}
+
 // The calling thread's op scratch buffer.
 std::vector<float>& OpBuffer() {
+  thread_local std::vector<float> buffer;
+  return buffer;
+}
+
+// The calling thread's buffer for the inputs a projection prepares (ProjectionInputScratch).
+std::vector<float>& ProjectionInputBuffer() {
   thread_local std::vector<float> buffer;
   return buffer;
 }
@@ -39,10 +52,10 @@ std::span<float> ThreadScratch(size_t n) {
 
 std::span<float> OpScratch(size_t n) { return Zeroed(OpBuffer(), n); }
 
-std::span<float> OpScratchForOverwrite(size_t n) {
-  const std::span<float> s = Grown(OpBuffer(), n);
-  if (PoisonForOverwrite()) std::fill(s.begin(), s.end(), std::numeric_limits<float>::quiet_NaN());
-  return s;
-}
+std::span<float> OpScratchForOverwrite(size_t n) { return ForOverwrite(OpBuffer(), n); }
+
+std::span<float> ProjectionInputScratch(size_t n) { return Zeroed(ProjectionInputBuffer(), n); }
+
+std::span<float> ProjectionInputScratchForOverwrite(size_t n) { return ForOverwrite(ProjectionInputBuffer(), n); }
 
 }  // namespace mcserve::kernels::cpu

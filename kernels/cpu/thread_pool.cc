@@ -89,7 +89,7 @@ ThreadPool::ThreadPool(int num_threads) {
     const int cpu = cpus.empty() ? -1 : cpus[i];
     workers_.emplace_back([this, &started, cpu, lane = i + 1] {
       if (cpu >= 0) PinToCpu(cpu);
-      ThreadScratch(0), OpScratch(0);
+      ThreadScratch(0), OpScratch(0), ProjectionInputScratch(0);
       started.count_down();
       WorkerLoop(lane);
     });

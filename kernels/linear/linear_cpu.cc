@@ -190,17 +190,17 @@ void GemvRangeDispatch(int64_t m, const float* x, const float* xs, const typenam
   }
 }
 
-// x [m, k] in the AVX2 BF16 kernel's layout (SplitEvenOdd), in the thread's op scratch.
+// x [m, k] in the AVX2 BF16 kernel's layout (SplitEvenOdd), in the thread's projection-input scratch.
 const float* EvenOddInput(const float* x, int64_t m, int64_t k) {
-  const std::span<float> xs = cpu::OpScratch(static_cast<size_t>(m * k));
+  const std::span<float> xs = cpu::ProjectionInputScratch(static_cast<size_t>(m * k));
   SplitEvenOdd(x, m, k, xs.data());
   return xs.data();
 }
 
 // x [m, k] in the AVX-512 BF16 kernel's layout (SplitForAvx512, which writes every element, the
-// padding past k included), in the thread's op scratch.
+// padding past k included), in the thread's projection-input scratch.
 const float* Avx512Input(const float* x, int64_t m, int64_t k) {
-  const std::span<float> xs = cpu::OpScratchForOverwrite(static_cast<size_t>(m * Avx512Columns(k)));
+  const std::span<float> xs = cpu::ProjectionInputScratchForOverwrite(static_cast<size_t>(m * Avx512Columns(k)));
   SplitForAvx512(x, m, k, xs.data());
   return xs.data();
 }
@@ -268,9 +268,11 @@ void Gemm(const Context& ctx, int64_t m, const float* x, const typename W::T* w,
 // Whether m rows of x against BF16 weights run the AMX GEMM.
 bool OnAmx(int64_t m) { return m >= kGemmAmxMinRows && m <= kGemmSmallMaxRows && UseAmxBf16Gemm(); }
 
-// x [m, k] packed for the AMX GEMM (PackForGemmAmx) in the thread's op scratch (every element written).
+// x [m, k] packed for the AMX GEMM (PackForGemmAmx) in the thread's projection-input scratch (every
+// element written).
 const uint16_t* AmxInput(const float* x, int64_t m, int64_t k) {
-  const std::span<float> xp = cpu::OpScratchForOverwrite(static_cast<size_t>(GemmAmxPackedSize(m, k) + 1) / 2);
+  const std::span<float> xp =
+      cpu::ProjectionInputScratchForOverwrite(static_cast<size_t>(GemmAmxPackedSize(m, k) + 1) / 2);
   PackForGemmAmx(x, m, k, reinterpret_cast<uint16_t*>(xp.data()));
   return reinterpret_cast<const uint16_t*>(xp.data());
 }
@@ -367,12 +369,12 @@ void SmallGemmColumns(const GemmXtArgs& a, const Tensor& w, int64_t j0, int64_t 
 }
 
 // out_i [m, n_i] (+)= x [m, k] · w_iᵀ for every item, kGemvMaxRows < m ≤ kGemmSmallMaxRows, on our
-// small-m GEMMs (gemm_avx2.h, gemm_avx512.h): x transposed once into the op scratch, then every
-// item's blocks of weight rows, read in place, in one ParallelFor.
+// small-m GEMMs (gemm_avx2.h, gemm_avx512.h): x transposed once into the projection-input scratch, then
+// every item's blocks of weight rows, read in place, in one ParallelFor.
 void SmallGemm(const Context& ctx, const float* x, int64_t m, int64_t k, std::span<const LinearGroupItem> items,
                bool accumulate) {
   // Every lane is written by the transpose: no zeroing first.
-  const std::span<float> xt = cpu::OpScratchForOverwrite(static_cast<size_t>(k * GemmLanes(m)));
+  const std::span<float> xt = cpu::ProjectionInputScratchForOverwrite(static_cast<size_t>(k * GemmLanes(m)));
   TransposeForGemm(x, m, k, xt.data());
   auto rows_of = [m](const LinearGroupItem& item) { return SmallGemmBlockRows(*item.w, m); };
   ForGroupBlocks(ctx, items, m, k, rows_of, [&](const LinearGroupItem& item, int64_t j0, int64_t j1) {

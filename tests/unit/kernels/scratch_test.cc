@@ -1,10 +1,11 @@
 // Per-thread scratch: zeroed on every call, kept between calls (no regrowth for smaller requests),
-// separate for loop bodies and op inputs, and separate per thread.
+// separate for loop bodies, op inputs and projection inputs, and separate per thread.
 #include "kernels/cpu/scratch.h"
 
 #include <thread>
 
 #include "gtest/gtest.h"
+#include "kernels/core/host_block_cache.h"
 
 namespace mcserve::kernels::cpu {
 namespace {
@@ -20,6 +21,26 @@ TEST(ScratchTest, ZeroedKeptAndIndependent) {
   float* other_thread = nullptr;
   std::thread([&] { other_thread = ThreadScratch(10).data(); }).join();
   EXPECT_NE(other_thread, a.data());
+}
+
+// The projection-input buffer is a third one per thread: a serial op's OpScratch never lands on the
+// lines a projection's workers read, and the two keep their contents across each other's calls.
+TEST(ScratchTest, ProjectionInputIsApartFromTheOtherBuffers) {
+  std::span<float> x = ProjectionInputScratchForOverwrite(64);
+  for (float& v : x) v = 2.0f;
+  std::span<float> op = OpScratch(64);
+  std::span<float> body = ThreadScratch(64);
+  EXPECT_NE(x.data(), op.data());
+  EXPECT_NE(x.data(), body.data());
+  for (float& v : op) v = 3.0f;
+  EXPECT_EQ(ProjectionInputScratchForOverwrite(32).data(), x.data());  // kept, not regrown
+  if (!PoisonForOverwrite()) {
+    for (float v : x) ASSERT_EQ(v, 2.0f);  // untouched by the OpScratch writes
+  }
+  for (float v : ProjectionInputScratch(64)) ASSERT_EQ(v, 0.0f);  // the zeroed form
+  float* other_thread = nullptr;
+  std::thread([&] { other_thread = ProjectionInputScratch(10).data(); }).join();
+  EXPECT_NE(other_thread, x.data());
 }
 
 TEST(ScratchTest, CarverHandsOutConsecutivePieces) {
