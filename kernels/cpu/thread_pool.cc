@@ -81,6 +81,7 @@ ThreadPool::ThreadPool(int num_threads) {
   blas_thread_shutdown_();
   if (num_threads <= 0) num_threads = std::max(1u, std::thread::hardware_concurrency());
   lanes_ = std::make_unique<Lane[]>(num_threads);
+  if (LoopTiming::Requested()) timing_ = std::make_unique<LoopTiming>();
   // Workers are running, their per-thread scratch made, when the constructor returns: nothing a
   // thread does on its first start lands inside a later loop.
   std::latch started(num_threads - 1);
@@ -104,6 +105,7 @@ ThreadPool::~ThreadPool() {
   }
   work_cv_.notify_all();
   for (auto& w : workers_) w.join();
+  if (timing_ != nullptr) timing_->Print();
 }
 
 uint64_t ThreadPool::AwaitWork(uint64_t seen) {
@@ -139,6 +141,7 @@ int64_t ThreadPool::Lane::Claim(uint64_t generation) {
 void ThreadPool::RunChunks(uint64_t generation, int own_lane) {
   const int lanes = num_threads();
   int64_t finished = 0;
+  const uint64_t start = timing_ != nullptr ? LoopTiming::Now() : 0;
   for (int k = 0; k < lanes; ++k) {
     Lane& lane = lanes_[(own_lane + k) % lanes];
     for (int64_t c = lane.Claim(generation); c >= 0; c = lane.Claim(generation)) {
@@ -147,6 +150,7 @@ void ThreadPool::RunChunks(uint64_t generation, int own_lane) {
       ++finished;
     }
   }
+  if (timing_ != nullptr && (own_lane == 0 || finished > 0)) timing_->Ran(own_lane != 0, start, LoopTiming::Now());
   // Once per thread and loop, not per chunk: the caller waits on this line.
   if (finished > 0) done_.fetch_add(finished, std::memory_order_acq_rel);
 }
@@ -178,6 +182,7 @@ void ThreadPool::ParallelFor(int64_t n, absl::FunctionRef<void(int64_t, int64_t)
     lanes_[i].claim.store(tag | static_cast<uint64_t>(end) << 16 | static_cast<uint64_t>(first),
                           std::memory_order_release);
   }
+  if (timing_ != nullptr) timing_->Publishing();
   // No lock to publish: see AwaitWork for why a worker going to sleep cannot miss this loop.
   job_.generation.store(generation);
   if (sleepers_.load() > 0) {
@@ -185,6 +190,7 @@ void ThreadPool::ParallelFor(int64_t n, absl::FunctionRef<void(int64_t, int64_t)
     work_cv_.notify_all();
   }
   RunChunks(generation, /*own_lane=*/0);
+  const uint64_t wait_start = timing_ != nullptr ? LoopTiming::Now() : 0;
   // Only chunks a worker claimed and is still running are left.
   for (int spin = 0; done_.load(std::memory_order_acquire) != chunks; ++spin) {
     if (spin < kSpinIterations) {
@@ -193,6 +199,7 @@ void ThreadPool::ParallelFor(int64_t n, absl::FunctionRef<void(int64_t, int64_t)
       std::this_thread::yield();  // that worker was descheduled
     }
   }
+  if (timing_ != nullptr) timing_->Waited(wait_start);
 }
 
 void ParallelFor(ThreadPool* pool, int64_t n, absl::FunctionRef<void(int64_t, int64_t)> fn,

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/functional/function_ref.h"
+#include "kernels/cpu/loop_timing.h"
 
 namespace mcserve::kernels::cpu {
 
@@ -84,6 +85,7 @@ class ThreadPool {
   std::condition_variable work_cv_;
   std::atomic<int> sleepers_{0};              // workers asleep (or about to be) on work_cv_
   std::atomic<bool> stop_{false};
+  std::unique_ptr<LoopTiming> timing_;  // set when LoopTiming::Requested() at construction
 };
 
 // Runs fn over [0, n) on `pool`, or inline when pool is null or n is small.
