@@ -3,7 +3,7 @@
 
 Runs each decode_bench single-threaded under `perf stat -e task-clock` at two step counts and takes
 CPU µs per token = Δtask-clock / (batch · Δsteps), which drops start-up, export and prefill. Time spent
-waiting for a core does not count; caches shared with other processes still do. Interleaved (A B A B),
+waiting for a core does not count; caches shared with other processes still do. Interleaved (A B, B A),
 medians. Exports the ~10M-parameter gated DeltaNet (F32 and BF16) like ab_decode.py.
 
     /usr/bin/python3 bench/ab_decode_cpu.py --a OLD/build/bench/decode_bench --b build/bench/decode_bench \\
