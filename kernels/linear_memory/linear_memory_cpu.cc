@@ -14,9 +14,12 @@
 namespace mcserve::kernels::internal {
 namespace {
 
-// Memory elements updated (tokens × heads × K × V) below which the call runs on the calling thread: a
-// decode token's four 64×64 heads take about what a pool hand-off costs.
-constexpr int64_t kMinParallelElements = int64_t{1} << 16;
+// Memory elements updated (tokens × heads × K × V) below which the call runs on the calling thread. A
+// decode token's four 64×64 heads (2^14) are split: against 2^16 (batch 1 and 2 on one thread), on an
+// AMD Zen 4 VM at 2 threads, ab_decode read 1.01-1.04x (batch 1 and 2, F32 and BF16; bench/README.md).
+// Each thread claims its own lane's heads first, so mostly the same heads every token, and their
+// memories stay in its cache.
+constexpr int64_t kMinParallelElements = int64_t{1} << 14;
 
 const float* OptData(const Tensor* t) { return t != nullptr ? Data<float>(*t) : nullptr; }
 
