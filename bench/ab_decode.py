@@ -3,8 +3,8 @@
 
 For changes to the CPU decode path: the machine is shared and noisy, so both binaries run in the same
 script, alternating, and the result is the ratio of medians, and the median of the ratios taken within
-each round (with its quartiles: a spread that straddles 1.00 is no result). Exports the ~10M-parameter gated DeltaNet
-of bench/decode_bench.py (F32 and BF16) unless --model is given.
+each round (with its quartiles: a spread that straddles 1.00 is no result). Exports the ~10M-parameter
+gated DeltaNet of bench/decode_bench.py (F32 and BF16) unless --model is given.
 
     /usr/bin/python3 bench/ab_decode.py --a OLD/build/bench/decode_bench --b build/bench/decode_bench \\
         [--batches 1 32] [--threads 2] [--steps 128] [--rounds 7]
@@ -58,7 +58,8 @@ def interleaved_medians(measure, a, b, rounds):
 
 
 def round_ratios(ra, rb):
-    """The quartiles of B/A taken within each round: the two runs of a round see the same machine."""
+    """The quartiles of B/A taken within each round (the two runs of a round see the same machine); with
+    fewer than 4 rounds, the lowest, the median and the highest."""
     ratios = sorted(y / x for x, y in zip(ra, rb))
     if len(ratios) < 4:
         return ratios[0], statistics.median(ratios), ratios[-1]
