@@ -257,6 +257,47 @@ TEST_P(LinearGemmPathsTest, MatchesTheDoubleLoop) {
   RunCase(dtype, 32, 160, 256, false, &pool2);  // whole tiles and column steps: weights read in place
 }
 
+// The AVX-512 small-m GEMM widens BF16 rows exactly and then runs the F32 kernel's sums
+// (gemm_avx512.h): every output equals, bit for bit, the F32 GEMM's on the widened weights, for
+// every tile size (12, 8, 6, 4, 1 rows) and its neighbours, threaded and not. A row widened wrong,
+// or a tile's rows widened into the wrong buffer, shows here where a tolerance would hide it.
+TEST(LinearGemmAvx512Test, Bf16EqualsF32OnTheWidenedWeights) {
+  cpu::ForceAvx2ForTesting(false);
+  internal::ForceNoAmxForTesting(true);
+  if (!cpu::UseAvx512()) GTEST_SKIP() << "this CPU has no AVX-512F/BW: the AVX-512 GEMM cannot run";
+  cpu::ThreadPool pool2(2);
+  for (cpu::ThreadPool* pool : {static_cast<cpu::ThreadPool*>(nullptr), &pool2}) {
+    for (int64_t m : {9, 16, 17, 31, 32, 33, 48, 49, 64}) {
+      for (int64_t k : {1, 15, 16, 17, 64, 269}) {
+        for (int64_t n : {1, 5, 13, 29, 160, 301}) {
+          SCOPED_TRACE(testing::Message() << "m=" << m << " n=" << n << " k=" << k << " threads=" << (pool ? 2 : 1));
+          const Weight bf16 = MakeWeight(DType::kBF16, n, k, static_cast<uint32_t>(m + 5 * n + 11 * k));
+          auto f32 = Tensor::FromHost(bf16.f32, {n, k}, Device::kCpu);
+          auto x = Tensor::FromHost(RandomVector(m * k, static_cast<uint32_t>(m * k)), {m, k}, Device::kCpu);
+          auto out_bf16 = Tensor::Zeros(DType::kF32, {m, n}, Device::kCpu);
+          auto out_f32 = Tensor::Zeros(DType::kF32, {m, n}, Device::kCpu);
+          ASSERT_TRUE(f32.ok() && x.ok() && out_bf16.ok() && out_f32.ok());
+          Context ctx;
+          ctx.pool = pool;
+          ASSERT_TRUE(Linear(ctx, {&*x, &bf16.tensor, &*out_bf16, false}).ok());
+          ASSERT_TRUE(Linear(ctx, {&*x, &*f32, &*out_f32, false}).ok());
+          auto got = out_bf16->ToHostF32();
+          auto want = out_f32->ToHostF32();
+          ASSERT_TRUE(got.ok() && want.ok());
+          int bad = 0;
+          for (int64_t i = 0; i < m * n; ++i) {
+            if (std::bit_cast<uint32_t>((*got)[i]) != std::bit_cast<uint32_t>((*want)[i]) && ++bad <= 3) {
+              ADD_FAILURE() << "out[" << i / n << ", " << i % n << "] = " << (*got)[i] << ", F32 GEMM " << (*want)[i];
+            }
+          }
+          ASSERT_EQ(bad, 0);
+        }
+      }
+    }
+  }
+  internal::ForceNoAmxForTesting(false);
+}
+
 INSTANTIATE_TEST_SUITE_P(AllWeightTypes, LinearGemmPathsTest,
                          testing::Combine(testing::Values(DType::kF32, DType::kBF16, DType::kF16),
                                           testing::Values(GemmPath::kAvx2Forced, GemmPath::kAvx512, GemmPath::kAmx)),
