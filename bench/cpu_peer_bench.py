@@ -114,7 +114,8 @@ def _ratio(num, den):
 
 
 def batch1_rows(rounds, stats, peer_stats):
-    """Batch 1: ours, the peer's, their ratio, and each as a fraction of the read ceiling."""
+    """Batch 1: ours, the peer's, their ratio (and ours against the peer's best thread count), and each as a
+    fraction of the read ceiling."""
     rows = []
     for t in THREADS:
         for ours, peer in PAIRS:
@@ -124,6 +125,8 @@ def batch1_rows(rounds, stats, peer_stats):
                 "ours_tok_s": median(r["ours"][okey] for r in rounds),
                 "peer_tok_s": median(r["peer"][pkey] for r in rounds),
                 "ratio": median(_ratio(r["ours"][okey], r["peer"][pkey]) for r in rounds),
+                # against the peer's faster thread count of the round (its 2 threads can run slower than 1)
+                "ratio_to_best": median(_ratio(r["ours"][okey], _peer_best(r, peer, pkey)) for r in rounds),
                 "ceiling_tok_s": median(_read_ceiling(r, size, t, size) for r in rounds),
                 "ours_of_ceiling": median(r["ours"][okey] / _read_ceiling(r, size, t, size) for r in rounds),
                 # the peer's: the read rate at our same-dtype size, over its own bytes per step
@@ -215,7 +218,7 @@ def describe(a, stats, our_layers, n_layer, peer, machine, loads):
              else "rwkv.cpp: skipped (no --peer-src).",
              "Batch-1 steps: %d per run; batch 8/32: %d steps per run. rwkv.cpp decodes one sequence per context, so "
              "the batched rows compare against its batch-1 rate with the same threads, and against its best batch-1 "
-             "rate in the round with 1 or 2 threads." % (a.steps, a.batched_steps),
+             "rate in the round with 1 or 2 threads (the batch-1 rows' \"best\" column too)." % (a.steps, a.batched_steps),
              "Read ceiling = read rate over a buffer of the weights one step reads (all but the embedding table) / "
              "those bytes; rwkv.cpp's fraction uses the rate at our same-dtype size (its RWKV-4 reads %s per step)."
              % (peer and ", ".join("%s %.1f MB" % (k, v / 1e6) for k, v in peer["bytes_per_token"].items())),

@@ -18,11 +18,12 @@ def markdown(s):
     sgemm ceilings; the ceilings themselves."""
     lines = [s["title"], ""]
     lines += ["| threads | weights (mcserve / rwkv.cpp) | mcserve tok/s | rwkv.cpp tok/s | mcserve / rwkv.cpp "
-              "| read-ceiling tok/s | mcserve / ceiling | rwkv.cpp / ceiling |", "|---|---|---|---|---|---|---|---|"]
+              "| mcserve / rwkv.cpp best (1 or 2 threads) | read-ceiling tok/s | mcserve / ceiling "
+              "| rwkv.cpp / ceiling |", "|---|---|---|---|---|---|---|---|---|"]
     for r in s["batch1"]:
-        lines.append("| %d | %s / %s | %s | %s | %s | %s | %s | %s |" % (
+        lines.append("| %d | %s / %s | %s | %s | %s | %s | %s | %s | %s |" % (
             r["threads"], r["ours"], r["peer"], _f(r["ours_tok_s"]), _f(r["peer_tok_s"]), _x(r["ratio"]),
-            _f(r["ceiling_tok_s"]), _pct(r["ours_of_ceiling"]), _pct(r["peer_of_ceiling"])))
+            _x(r["ratio_to_best"]), _f(r["ceiling_tok_s"]), _pct(r["ours_of_ceiling"]), _pct(r["peer_of_ceiling"])))
     lines += ["", "| batch | threads | weights | mcserve aggregate tok/s | rwkv.cpp batch-1 tok/s, same threads "
               "| mcserve / rwkv.cpp | rwkv.cpp best batch-1 tok/s (1 or 2 threads) | mcserve / best "
               "| mcserve GFLOP/s | / sgemm 1024³ peak | / sgemm at the model's M=batch shapes |",
