@@ -218,7 +218,8 @@ def describe(a, stats, our_layers, n_layer, peer, machine, loads):
              else "rwkv.cpp: skipped (no --peer-src).",
              "Batch-1 steps: %d per run; batch 8/32: %d steps per run. rwkv.cpp decodes one sequence per context, so "
              "the batched rows compare against its batch-1 rate with the same threads, and against its best batch-1 "
-             "rate in the round with 1 or 2 threads (the batch-1 rows' \"best\" column too)." % (a.steps, a.batched_steps),
+             "rate in the round with 1 or 2 threads (the batch-1 rows' \"best\" column too)."
+             % (a.steps, a.batched_steps),
              "Read ceiling = read rate over a buffer of the weights one step reads (all but the embedding table) / "
              "those bytes; rwkv.cpp's fraction uses the rate at our same-dtype size (its RWKV-4 reads %s per step)."
              % (peer and ", ".join("%s %.1f MB" % (k, v / 1e6) for k, v in peer["bytes_per_token"].items())),
