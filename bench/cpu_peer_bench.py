@@ -10,9 +10,11 @@ for --rounds rounds, runs interleaved (ours, peer, ours, peer, ...):
     per context);
   * the ceilings: the read rate over a buffer the size of the weights one step reads
     (build/bench/cache_read_bench) and OpenBLAS sgemm at 1024^3 and at the model's M=32 shapes
-    (build/bench/sgemm_peak_bench).
+    (build/bench/sgemm_peak_bench);
+  * our batch-1 step's projections alone, nothing else (build/bench/gemv_bench), against which the
+    decode rate shows what a step's other ops and hand-offs cost.
 Ratios are taken within a round, then the median over rounds. Prints markdown tables; --json FILE
-writes every measurement. Needs build/bench/{decode_bench,cache_read_bench,sgemm_peak_bench}.
+writes every measurement. Needs build/bench/{decode_bench,cache_read_bench,sgemm_peak_bench,gemv_bench}.
 
     /usr/bin/python3 bench/cpu_peer_bench.py --peer-src DIR [--peer-build DIR] [--rounds 5] [--json out.json]
 """
@@ -68,8 +70,9 @@ def machine_info():
 class Bench:
     """Holds the binaries and models; one `round()` measures everything once, interleaved."""
 
-    def __init__(self, a, ours, peer_driver, peer_models, stats):
+    def __init__(self, a, ours, peer_driver, peer_models, stats, layers):
         self.a, self.ours, self.peer_driver, self.peer_models, self.stats = a, ours, peer_driver, peer_models, stats
+        self.layers = layers  # our model's, for gemv_bench
         self.decode_bench = os.path.join(a.build, "bench", "decode_bench")
 
     def ours_rate(self, dtype, batch, threads):
@@ -101,6 +104,7 @@ class Bench:
         shapes = ceilings.sgemm_shapes(self.stats["F32"]["matmul_shapes"], BATCHES)
         sgemm = os.path.join(self.a.build, "bench", "sgemm_peak_bench")
         r["sgemm_gflop_s"] = ceilings.sgemm_rates(sgemm, shapes, THREADS)
+        r["gemv_tok_s"] = ceilings.gemv_rates(os.path.join(self.a.build, "bench", "gemv_bench"), self.layers, THREADS)
         return r
 
 
@@ -129,6 +133,9 @@ def batch1_rows(rounds, stats, peer_stats):
                 "ratio_to_best": median(_ratio(r["ours"][okey], _peer_best(r, peer, pkey)) for r in rounds),
                 "ceiling_tok_s": median(_read_ceiling(r, size, t, size) for r in rounds),
                 "ours_of_ceiling": median(r["ours"][okey] / _read_ceiling(r, size, t, size) for r in rounds),
+                # the step's projections alone: what the rest of a step (its other ops, the hand-offs) costs
+                "gemv_tok_s": median(r["gemv_tok_s"].get((ours, t)) for r in rounds),
+                "ours_of_gemv": median(_ratio(r["ours"][okey], r["gemv_tok_s"].get((ours, t))) for r in rounds),
                 # the peer's: the read rate at our same-dtype size, over its own bytes per step
                 "peer_of_ceiling": median(_ratio(r["peer"][pkey], peer_stats and _read_ceiling(
                     r, size, t, peer_stats[peer])) for r in rounds)})
@@ -224,7 +231,9 @@ def describe(a, stats, our_layers, n_layer, peer, machine, loads):
              "those bytes; rwkv.cpp's fraction uses the rate at our same-dtype size (its RWKV-4 reads %s per step)."
              % (peer and ", ".join("%s %.1f MB" % (k, v / 1e6) for k, v in peer["bytes_per_token"].items())),
              "GFLOP/s = 2 x %d matmul parameters x tok/s (BF16 rows too; the sgemm ceilings are F32)."
-             % stats["F32"]["matmul_params"]]
+             % stats["F32"]["matmul_params"],
+             "GEMVs alone = gemv_bench: a batch-1 step's projections (every layer's, and the head) through the same "
+             "kernels and thread pool, and nothing else; mcserve / GEMVs alone is the share of a step they take."]
     return {"title": title, "notes": notes}
 
 
@@ -264,7 +273,7 @@ def main():
         print("mcserve gated DeltaNet: %d parameters; rwkv.cpp RWKV-4 n_embd %d, vocab %d, %d layers: %d parameters"
               % (stats["F32"]["params"], N_EMBD, VOCAB, n_layer, rwkv4_model.rwkv4_param_count(N_EMBD, n_layer, VOCAB)),
               flush=True)
-        bench = Bench(a, ours, peer and peer["driver"], peer and peer["models"], stats)
+        bench = Bench(a, ours, peer and peer["driver"], peer and peer["models"], stats, our_layers)
         rounds = []
         for i in range(a.rounds):
             rounds.append(bench.round())

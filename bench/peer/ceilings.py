@@ -1,6 +1,8 @@
 """Runs the two hardware-ceiling probes (build/bench/cache_read_bench, sgemm_peak_bench) and turns
-their rates into decode ceilings for our model."""
+their rates into decode ceilings for our model; and our own batch-1 GEMVs alone (gemv_bench), the part
+of a step's time that is the projections' kernel."""
 import json
+import re
 import subprocess
 
 PEAK_SHAPE = (1024, 1024, 1024)
@@ -42,3 +44,21 @@ def model_shape_gflops(rates, matmul_shapes, threads, m):
         flops += f
         seconds += f / (rates[(m, k, n, threads)] * 1e9)
     return flops / seconds / 1e9
+
+
+def gemv_rates(binary, layers, threads):
+    """{(weights "F32" | "BF16", threads): tok/s} of a batch-1 step's projections alone, the LM head
+    included, nothing else (gemv_bench's BM_DecodeGemvs, the bench model's shapes at `layers` layers);
+    {} when the probe has no case for that many layers."""
+    thread_re = "|".join(str(t) for t in threads)
+    out = subprocess.run([binary, "--benchmark_format=json", "--benchmark_filter=BM_DecodeGemvs/bf16:[01]/layers:%d/"
+                          "m:1/threads:(%s)/" % (layers, thread_re)],
+                         check=True, capture_output=True, text=True, timeout=600).stdout
+    rates = {}
+    if not out.strip():  # no case matched (the probe says so on stderr)
+        return rates
+    for b in json.loads(out)["benchmarks"]:
+        m = re.search(r"bf16:(\d)/layers:\d+/m:1/threads:(\d+)", b["name"])
+        scale = {"ns": 1e9, "us": 1e6, "ms": 1e3, "s": 1.0}[b["time_unit"]]
+        rates[("BF16" if m.group(1) == "1" else "F32", int(m.group(2)))] = scale / b["real_time"]
+    return rates

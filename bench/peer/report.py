@@ -14,16 +14,18 @@ def _pct(x):
 
 
 def markdown(s):
-    """Three tables: batch-1 against the peer and the read ceiling; batched against the peer and the
-    sgemm ceilings; the ceilings themselves."""
+    """Three tables: batch-1 against the peer, the read ceiling and our projections alone; batched
+    against the peer and the sgemm ceilings; the ceilings themselves."""
     lines = [s["title"], ""]
     lines += ["| threads | weights (mcserve / rwkv.cpp) | mcserve tok/s | rwkv.cpp tok/s | mcserve / rwkv.cpp "
               "| mcserve / rwkv.cpp best (1 or 2 threads) | read-ceiling tok/s | mcserve / ceiling "
-              "| rwkv.cpp / ceiling |", "|---|---|---|---|---|---|---|---|---|"]
+              "| rwkv.cpp / ceiling | GEMVs alone tok/s | mcserve / GEMVs alone |",
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in s["batch1"]:
-        lines.append("| %d | %s / %s | %s | %s | %s | %s | %s | %s | %s |" % (
+        lines.append("| %d | %s / %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
             r["threads"], r["ours"], r["peer"], _f(r["ours_tok_s"]), _f(r["peer_tok_s"]), _x(r["ratio"]),
-            _x(r["ratio_to_best"]), _f(r["ceiling_tok_s"]), _pct(r["ours_of_ceiling"]), _pct(r["peer_of_ceiling"])))
+            _x(r["ratio_to_best"]), _f(r["ceiling_tok_s"]), _pct(r["ours_of_ceiling"]), _pct(r["peer_of_ceiling"]),
+            _f(r.get("gemv_tok_s")), _pct(r.get("ours_of_gemv"))))
     lines += ["", "| batch | threads | weights | mcserve aggregate tok/s | rwkv.cpp batch-1 tok/s, same threads "
               "| mcserve / rwkv.cpp | rwkv.cpp best batch-1 tok/s (1 or 2 threads) | mcserve / best "
               "| mcserve GFLOP/s | / sgemm 1024³ peak | / sgemm at the model's M=batch shapes |",
