@@ -41,9 +41,14 @@ void LoopTiming::Ran(bool worker, uint64_t start, uint64_t end) {
   worker_chunks_.fetch_add(end - start, std::memory_order_relaxed);
 }
 
-void LoopTiming::Waited(uint64_t start) {
-  last_end_ = Now();
-  caller_wait_ += last_end_ - start;
+void LoopTiming::Waited(uint64_t start, uint64_t end) {
+  last_end_ = end;
+  const uint64_t wait = end - start;
+  caller_wait_ += wait;
+  if (wait > kLongWaitTicks) {
+    ++long_waits_;
+    long_wait_ticks_ += wait;
+  }
 }
 
 void LoopTiming::Print() const {
@@ -52,10 +57,12 @@ void LoopTiming::Print() const {
   const double runs = std::max<double>(1.0, static_cast<double>(worker_runs_.load()));
   std::fprintf(stderr,
                "mcserve pool timing: %llu loops (%llu worker runs); TSC ticks per loop: serial between loops "
-               "%.0f, caller's chunks %.0f, caller waiting %.0f; per worker run: start lag %.0f, chunks %.0f\n",
+               "%.0f, caller's chunks %.0f, caller waiting %.0f (%.0f of it in %llu waits over %llu ticks); per "
+               "worker run: start lag %.0f, chunks %.0f\n",
                static_cast<unsigned long long>(loops_), static_cast<unsigned long long>(worker_runs_.load()),
-               serial_ / loops, caller_chunks_ / loops, caller_wait_ / loops, worker_lag_.load() / runs,
-               worker_chunks_.load() / runs);
+               serial_ / loops, caller_chunks_ / loops, caller_wait_ / loops, long_wait_ticks_ / loops,
+               static_cast<unsigned long long>(long_waits_), static_cast<unsigned long long>(kLongWaitTicks),
+               worker_lag_.load() / runs, worker_chunks_.load() / runs);
 }
 
 }  // namespace mcserve::kernels::cpu

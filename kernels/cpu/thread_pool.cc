@@ -199,7 +199,7 @@ void ThreadPool::ParallelFor(int64_t n, absl::FunctionRef<void(int64_t, int64_t)
       std::this_thread::yield();  // that worker was descheduled
     }
   }
-  if (timing_ != nullptr) timing_->Waited(wait_start);
+  if (timing_ != nullptr) timing_->Waited(wait_start, LoopTiming::Now());
 }
 
 void ParallelFor(ThreadPool* pool, int64_t n, absl::FunctionRef<void(int64_t, int64_t)> fn,

@@ -21,7 +21,7 @@ TEST(LoopTimingTest, AveragesEachPartPerLoop) {
     const uint64_t start = LoopTiming::Now();
     t.Ran(/*worker=*/false, start, start + 100);
     t.Ran(/*worker=*/true, start, start + 300);
-    t.Waited(LoopTiming::Now());
+    t.Waited(start - 50, start);  // ends in the past: the next loop's serial time stays positive
   }
   testing::internal::CaptureStderr();
   t.Print();
@@ -29,6 +29,20 @@ TEST(LoopTimingTest, AveragesEachPartPerLoop) {
   EXPECT_THAT(line, HasSubstr("4 loops (4 worker runs)"));
   EXPECT_THAT(line, HasSubstr("caller's chunks 100,"));
   EXPECT_THAT(line, HasSubstr("chunks 300\n"));
+  EXPECT_THAT(line, HasSubstr("(0 of it in 0 waits over 100000 ticks)"));
+}
+
+TEST(LoopTimingTest, CountsTheLongWaitsApart) {
+  LoopTiming t;
+  for (const uint64_t wait : {uint64_t{10}, LoopTiming::kLongWaitTicks + 1000}) {
+    t.Publishing();
+    t.Waited(1000, 1000 + wait);
+  }
+  testing::internal::CaptureStderr();
+  t.Print();
+  const std::string line = testing::internal::GetCapturedStderr();
+  EXPECT_THAT(line, HasSubstr("2 loops"));
+  EXPECT_THAT(line, HasSubstr("in 1 waits over 100000 ticks)"));
 }
 
 TEST(LoopTimingTest, APoolPrintsOnlyWhenAskedFor) {
