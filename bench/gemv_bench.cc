@@ -1,13 +1,12 @@
 // The decode GEMVs alone: a batch-m step's projections through kernels::Linear / LinearGroup, layer
 // after layer, then the LM head, with the bench model's shapes (hidden 256, intermediate 768, vocab
 // 4096: q/k/v/b/a/g as one group, o, gate/up as one group, down), weights in a HostArena as the engine
-// loads them. Reports the weight
-// bytes read per second, to set beside cache_read_bench's read rate over the same bytes: the GEMV
-// kernel's own efficiency, without the serial ops and hand-offs between the loops of a decode step,
-// and steadier than a decode A/B on a noisy machine. BM_FmaRate is the other ceiling: 256-bit FMAs a
+// loads them. Reports the weight bytes read per second, to set beside cache_read_bench's read rate over
+// the same bytes: the GEMV kernel's own efficiency, without the serial ops and hand-offs between the
+// loops of a decode step, and steadier than a decode A/B on a noisy machine. BM_FmaRate is the other ceiling: 256-bit FMAs a
 // second per thread (the AVX2 BF16 GEMV spends one per 8 weights, 16 bytes; the F32 one per 32 bytes).
 // Google Benchmark; see bench/README.md.
-//     build/bench/gemv_bench --benchmark_filter='BM_DecodeGemvs/bf16:1/layers:4/m:1/threads:1|BM_FmaRate' 
+//     build/bench/gemv_bench --benchmark_filter='BM_DecodeGemvs/bf16:1/layers:4/m:1/threads:1|BM_FmaRate'
 #include <immintrin.h>
 
 #include <cstdint>
@@ -40,14 +39,22 @@ Tensor RandomWeight(HostArena& arena, DType dtype, int64_t n, int64_t k, std::mt
   return arena.Copy(Tensor::WrapHost(owner->data(), DType::kBF16, {n, k}, owner)).value();
 }
 
-// One layer's projections and their outputs [m, n_i]: groups[0] = q, k, v, b, a, g; o; groups[1] =
-// gate, up; down.
+// One layer's projections, each weight [n_i, k_i] with its output [m, n_i], and the two groups' items
+// (built once, outside the timed loop).
 struct Layer {
-  std::vector<Tensor> attn_in, ffn_in;  // the grouped weights
-  Tensor o, down;
-  std::vector<Tensor> attn_out, ffn_out;
-  Tensor o_out, down_out;
+  std::vector<Tensor> attn_in, ffn_in;    // q, k, v, b, a, g [256|4, 256]; gate, up [768, 256]
+  Tensor o, down;                         // [256, 256], [256, 768]
+  std::vector<Tensor> attn_out, ffn_out;  // [m, 256|4], [m, 768]
+  Tensor o_out, down_out;                 // [m, 256]
+  std::vector<LinearGroupItem> attn_items, ffn_items;
 };
+
+// items[i] = (w[i], out[i]).
+std::vector<LinearGroupItem> GroupItems(const std::vector<Tensor>& w, std::vector<Tensor>& out) {
+  std::vector<LinearGroupItem> items;
+  for (size_t i = 0; i < w.size(); ++i) items.push_back({.w = &w[i], .out = &out[i]});
+  return items;
+}
 
 Layer MakeLayer(HostArena& arena, DType dtype, int64_t m, std::mt19937& rng) {
   Layer l;
@@ -66,12 +73,12 @@ Layer MakeLayer(HostArena& arena, DType dtype, int64_t m, std::mt19937& rng) {
   return l;
 }
 
-void RunGroup(const Context& ctx, const Tensor& x, const std::vector<Tensor>& w, std::vector<Tensor>& out) {
-  std::vector<LinearGroupItem> items;
-  for (size_t i = 0; i < w.size(); ++i) items.push_back({.w = &w[i], .out = &out[i]});
+// out_i = x · w_iᵀ for each item, as the engine's grouped projections run (aborts on an error).
+void RunGroup(const Context& ctx, const Tensor& x, const std::vector<LinearGroupItem>& items) {
   if (!LinearGroup(ctx, {.x = &x, .items = items}).ok()) std::abort();
 }
 
+// out = x · wᵀ (aborts on an error).
 void RunOne(const Context& ctx, const Tensor& x, const Tensor& w, Tensor& out) {
   if (!Linear(ctx, {.x = &x, .w = &w, .out = &out}).ok()) std::abort();
 }
@@ -84,21 +91,26 @@ void BM_DecodeGemvs(benchmark::State& state) {
   std::mt19937 rng(7);
   HostArena arena;
   std::vector<Layer> model;
-  for (int64_t i = 0; i < layers; ++i) model.push_back(MakeLayer(arena, dtype, m, rng));
+  model.reserve(layers);  // the items point into each layer's tensors: no reallocation after
+  for (int64_t i = 0; i < layers; ++i) {
+    Layer& l = model.emplace_back(MakeLayer(arena, dtype, m, rng));
+    l.attn_items = GroupItems(l.attn_in, l.attn_out);
+    l.ffn_items = GroupItems(l.ffn_in, l.ffn_out);
+  }
   std::vector<float> xs(m * kIntermediate, 0.5f);
   const Tensor x = Tensor::FromHost(std::vector<float>(xs.begin(), xs.begin() + m * kHidden), {m, kHidden},
-                                    Device::kCpu).value();
-  const Tensor x_ffn = Tensor::FromHost(xs, {m, kIntermediate}, Device::kCpu).value();
-  const Tensor head = RandomWeight(arena, dtype, kVocab, kHidden, rng);
-  Tensor logits = Tensor::Zeros(DType::kF32, {m, kVocab}, Device::kCpu).value();
+                                    Device::kCpu).value();                                // [m, 256]
+  const Tensor x_ffn = Tensor::FromHost(xs, {m, kIntermediate}, Device::kCpu).value();   // [m, 768]
+  const Tensor head = RandomWeight(arena, dtype, kVocab, kHidden, rng);                  // [4096, 256]
+  Tensor logits = Tensor::Zeros(DType::kF32, {m, kVocab}, Device::kCpu).value();         // [m, 4096]
   std::unique_ptr<cpu::ThreadPool> pool = threads > 1 ? std::make_unique<cpu::ThreadPool>(threads) : nullptr;
   Context ctx;
   ctx.pool = pool.get();
   for (auto _ : state) {
     for (Layer& l : model) {
-      RunGroup(ctx, x, l.attn_in, l.attn_out);
+      RunGroup(ctx, x, l.attn_items);
       RunOne(ctx, x, l.o, l.o_out);
-      RunGroup(ctx, x, l.ffn_in, l.ffn_out);
+      RunGroup(ctx, x, l.ffn_items);
       RunOne(ctx, x_ffn, l.down, l.down_out);
     }
     RunOne(ctx, x, head, logits);
