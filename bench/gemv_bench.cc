@@ -3,8 +3,9 @@
 // 4096: q/k/v/b/a/g as one group, o, gate/up as one group, down), weights in a HostArena as the engine
 // loads them. Reports the weight bytes read per second, to set beside cache_read_bench's read rate over
 // the same bytes: the GEMV kernel's own efficiency, without the serial ops and hand-offs between the
-// loops of a decode step, and steadier than a decode A/B on a noisy machine. BM_FmaRate is the other ceiling: 256-bit FMAs a
-// second per thread (the AVX2 BF16 GEMV spends one per 8 weights, 16 bytes; the F32 one per 32 bytes).
+// loops of a decode step, and steadier than a decode A/B on a noisy machine. BM_FmaRate is the other
+// ceiling: 256-bit FMAs a second per thread (the AVX2 BF16 GEMV spends one per 8 weights, 16 bytes;
+// the F32 one per 32 bytes).
 // Google Benchmark; see bench/README.md.
 //     build/bench/gemv_bench --benchmark_filter='BM_DecodeGemvs/bf16:1/layers:4/m:1/threads:1|BM_FmaRate'
 #include <immintrin.h>
