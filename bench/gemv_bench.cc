@@ -104,6 +104,13 @@ void BM_DecodeGemvs(benchmark::State& state) {
   const Tensor x_ffn = Tensor::FromHost(xs, {m, kIntermediate}, Device::kCpu).value();   // [m, 768]
   const Tensor head = RandomWeight(arena, dtype, kVocab, kHidden, rng);                  // [4096, 256]
   Tensor logits = Tensor::Zeros(DType::kF32, {m, kVocab}, Device::kCpu).value();         // [m, 4096]
+  int64_t weight_bytes = head.nbytes();  // what one pass reads
+  for (const Layer& l : model) {
+    weight_bytes += l.o.nbytes() + l.down.nbytes();
+    for (const std::vector<Tensor>* group : {&l.attn_in, &l.ffn_in}) {
+      for (const Tensor& w : *group) weight_bytes += w.nbytes();
+    }
+  }
   std::unique_ptr<cpu::ThreadPool> pool = threads > 1 ? std::make_unique<cpu::ThreadPool>(threads) : nullptr;
   Context ctx;
   ctx.pool = pool.get();
@@ -116,9 +123,7 @@ void BM_DecodeGemvs(benchmark::State& state) {
     }
     RunOne(ctx, x, head, logits);
   }
-  const int64_t params = 4 * kHidden * kHidden + 2 * kHeads * kHidden + 3 * kIntermediate * kHidden;
-  state.SetBytesProcessed(state.iterations() * (layers * params + kVocab * kHidden) *
-                          static_cast<int64_t>(DTypeSize(dtype)));
+  state.SetBytesProcessed(state.iterations() * weight_bytes);
 }
 // The bench model's 9 layers (with the head, the 37.3 / 18.6 MB of F32 / BF16 weights a step reads)
 // and 4 (about a thread's half of them), batch 1 and 2, 1 and 2 threads.
