@@ -43,6 +43,9 @@ absl::Status SwiGlu(const Context& ctx, const SwiGluArgs& args);
 
 namespace internal {
 absl::Status ActivationCpu(const Context& ctx, const ActivationArgs& args);
+// out [n] = scale · sigmoid(x) on the calling thread, as ActivationCpu computes it (the same bits):
+// for ops that take a sigmoid gate inside them (DeltaDecode). x, out: [n] (may alias).
+void SigmoidRangeCpu(const float* x, float scale, float* out, int64_t n);
 namespace cuda {  // elementwise_cuda.cu compiled by nvcc
 absl::Status ActivationCuda(const Context& ctx, const ActivationArgs& args);
 }  // namespace cuda

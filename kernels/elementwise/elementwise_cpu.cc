@@ -59,6 +59,10 @@ void ActivateRange(const float* x, float scale, float* out, int64_t begin, int64
 
 }  // namespace
 
+void SigmoidRangeCpu(const float* x, float scale, float* out, int64_t n) {
+  ActivateRange<ActivationKind::kSigmoid>(x, scale, out, 0, n);
+}
+
 absl::Status ActivationCpu(const Context& ctx, const ActivationArgs& args) {
   const float* x = Data<float>(*args.x);
   float* out = Data<float>(*args.out);

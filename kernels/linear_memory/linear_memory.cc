@@ -41,7 +41,9 @@ const char* RuleName(LinearMemoryRule r) {
   return nullptr;
 }
 
-absl::Status Validate(const Context& ctx, const LinearMemoryArgs& a) {
+}  // namespace
+
+absl::Status ValidateLinearMemory(const Context& ctx, const LinearMemoryArgs& a) {
   const char* rule = RuleName(a.rule);
   if (rule == nullptr) return Bad("unknown rule");
   if (a.q == nullptr || a.k == nullptr || a.v == nullptr || a.state == nullptr || a.out == nullptr) {
@@ -96,10 +98,8 @@ absl::Status Validate(const Context& ctx, const LinearMemoryArgs& a) {
   return ValidateBatchLayout("LinearMemory", a.layout, t, slots, ctx.device);
 }
 
-}  // namespace
-
 absl::Status LinearMemory(const Context& ctx, const LinearMemoryArgs& args) {
-  MCSERVE_RETURN_IF_ERROR(Validate(ctx, args));
+  MCSERVE_RETURN_IF_ERROR(ValidateLinearMemory(ctx, args));
   return DispatchOp(ctx, "LinearMemory", &internal::LinearMemoryCpu, MCSERVE_CUDA_FN(internal::cuda::LinearMemoryCuda),
                     &internal::cuda_emu::LinearMemoryCuda, args);
 }

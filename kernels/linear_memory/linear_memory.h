@@ -46,6 +46,10 @@ struct LinearMemoryArgs {
 
 absl::Status LinearMemory(const Context& ctx, const LinearMemoryArgs& args);
 
+// LinearMemory's checks of args (rule, device, dtypes, shapes, batch layout), for ops that run the
+// memory inside them (DeltaDecode). Any thread.
+absl::Status ValidateLinearMemory(const Context& ctx, const LinearMemoryArgs& args);
+
 namespace internal {
 absl::Status LinearMemoryCpu(const Context& ctx, const LinearMemoryArgs& args);
 namespace cuda {  // linear_memory_cuda.cu compiled by nvcc

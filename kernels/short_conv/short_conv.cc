@@ -7,9 +7,8 @@
 #include "kernels/core/validate.h"
 
 namespace mcserve::kernels {
-namespace {
 
-absl::Status Validate(const Context& ctx, const ShortConvArgs& a) {
+absl::Status ValidateShortConv(const Context& ctx, const ShortConvArgs& a) {
   if (a.x == nullptr || a.weight == nullptr || a.state == nullptr || a.out == nullptr) {
     return absl::InvalidArgumentError("ShortConv: x, weight, state and out are required");
   }
@@ -46,10 +45,8 @@ absl::Status Validate(const Context& ctx, const ShortConvArgs& a) {
   return ValidateBatchLayout("ShortConv", a.layout, t, state.dim(0), ctx.device);
 }
 
-}  // namespace
-
 absl::Status ShortConv(const Context& ctx, const ShortConvArgs& args) {
-  MCSERVE_RETURN_IF_ERROR(Validate(ctx, args));
+  MCSERVE_RETURN_IF_ERROR(ValidateShortConv(ctx, args));
   return DispatchOp(ctx, "ShortConv", &internal::ShortConvCpu, MCSERVE_CUDA_FN(internal::cuda::ShortConvCuda),
                     &internal::cuda_emu::ShortConvCuda, args);
 }

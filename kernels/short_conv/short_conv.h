@@ -22,6 +22,10 @@ struct ShortConvArgs {
 
 absl::Status ShortConv(const Context& ctx, const ShortConvArgs& args);
 
+// ShortConv's checks of args (device, dtypes, shapes, batch layout), for ops that run a conv inside
+// them (DeltaDecode). Any thread.
+absl::Status ValidateShortConv(const Context& ctx, const ShortConvArgs& args);
+
 namespace internal {
 absl::Status ShortConvCpu(const Context& ctx, const ShortConvArgs& args);
 namespace cuda {  // short_conv_cuda.cu compiled by nvcc
