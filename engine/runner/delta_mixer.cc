@@ -6,6 +6,10 @@
 #include "base/status_macros.h"
 #include "kernels/gate/gate.h"
 
+#include <optional>
+#include <span>
+#include <vector>
+
 namespace mcserve::engine {
 namespace {
 
@@ -52,34 +56,54 @@ class DeltaMixer : public Mixer {
 
   absl::Status Forward(const Context& ctx, const Tensor& x, const MixerBatch& batch, LayerState& state,
                        Tensor* out) const override {
-    const int64_t t = x.dim(0), hv = core_.dims.v_heads;
     // One grouped GEMM: q, k, v, then b_proj and a_proj when present, then the output gate.
-    kernels::TensorPtrList gates;
-    if (b_proj_) gates.push_back(&*b_proj_);
-    if (gated_) gates.push_back(&a_proj_);
-    MCSERVE_ASSIGN_OR_RETURN(DeltaStyleCore::Inputs in, core_.Project(ctx, x, batch, state, gates));
+    const Tensor* gate_weights[2];
+    size_t num_gates = 0;
+    if (b_proj_) gate_weights[num_gates++] = &*b_proj_;
+    if (gated_) gate_weights[num_gates++] = &a_proj_;
+    const std::span<const Tensor* const> gates(gate_weights, num_gates);
+    if (core_.FusesDecode(ctx, batch, x.dim(0))) {  // the decode step's gates, convs, norms and memory in one op
+      MCSERVE_ASSIGN_OR_RETURN(kernels::TensorList projected, core_.ProjectDecode(ctx, x, gates));
+      const DecodeGates decode_gates{.beta_logits = b_proj_ ? &projected[3] : nullptr, .beta_scale = beta_scale_,
+                                     .decay_logits = gated_ ? &projected[2 + num_gates] : nullptr,
+                                     .a_log = gated_ ? &a_log_ : nullptr, .dt_bias = gated_ ? &dt_bias_ : nullptr};
+      return core_.FinishDecode(ctx, projected, decode_gates, batch, state, out);
+    }
+    MCSERVE_ASSIGN_OR_RETURN(DeltaStyleCore::Inputs in,
+                             core_.Project(ctx, x, batch, state, kernels::TensorPtrList(gates.begin(), gates.end())));
     const QkvPipeline::Qkv& qkv = in.qkv;
-    Tensor beta;  // [T, Hv]
-    if (b_proj_) {
-      MCSERVE_ASSIGN_OR_RETURN(beta, SigmoidGate(ctx, std::move(in.qkv.extra[0]), beta_scale_));
-    } else {  // use_beta = false: β = 1 (×2 with allow_neg_eigval)
-      MCSERVE_ASSIGN_OR_RETURN(beta, NewF32(ctx, {t, hv}));
-      MCSERVE_RETURN_IF_ERROR(beta.CopyFromHost(std::vector<float>(t * hv, beta_scale_)));
-    }
-    std::optional<Tensor> decay;  // [T, Hv]
-    if (gated_) {
-      const Tensor& a = in.qkv.extra.back();  // [T, Hv] a_proj x
-      MCSERVE_ASSIGN_OR_RETURN(decay, NewF32(ctx, {t, hv}));
-      MCSERVE_RETURN_IF_ERROR(kernels::Gate(ctx, {.kind = kernels::GateKind::kSoftplusDecay, .x = &a,
-                                                  .a_log = &a_log_, .dt_bias = &dt_bias_, .out = &*decay}));
-    }
+    MCSERVE_ASSIGN_OR_RETURN(RuleGates g, Gates(ctx, std::span(in.qkv.extra), x.dim(0)));
     const LinearRule rule({.rule = kernels::LinearMemoryRule::kGatedDelta, .q = &qkv.q, .k = &qkv.k, .v = &qkv.v,
-                           .decay = decay ? &*decay : nullptr, .beta = &beta},
+                           .decay = g.decay ? &*g.decay : nullptr, .beta = &g.beta},
                           "");
     return core_.Finish(ctx, x, in, rule, batch, state, out);
   }
 
  private:
+  struct RuleGates {
+    Tensor beta;                 // [T, Hv]
+    std::optional<Tensor> decay;  // [T, Hv], gated only
+  };
+  // β and the decay from the projected gates ([T, Hv] each: b_proj's when present, then a_proj's when
+  // gated; β is consumed in place).
+  absl::StatusOr<RuleGates> Gates(const Context& ctx, std::span<Tensor> projected, int64_t t) const {
+    const int64_t hv = core_.dims.v_heads;
+    RuleGates g;
+    if (b_proj_) {
+      MCSERVE_ASSIGN_OR_RETURN(g.beta, SigmoidGate(ctx, std::move(projected.front()), beta_scale_));
+    } else {  // use_beta = false: β = 1 (×2 with allow_neg_eigval)
+      MCSERVE_ASSIGN_OR_RETURN(g.beta, NewF32(ctx, {t, hv}));
+      MCSERVE_RETURN_IF_ERROR(g.beta.CopyFromHost(std::vector<float>(t * hv, beta_scale_)));
+    }
+    if (gated_) {
+      const Tensor& a = projected.back();  // [T, Hv] a_proj x
+      MCSERVE_ASSIGN_OR_RETURN(g.decay, NewF32(ctx, {t, hv}));
+      MCSERVE_RETURN_IF_ERROR(kernels::Gate(ctx, {.kind = kernels::GateKind::kSoftplusDecay, .x = &a,
+                                                  .a_log = &a_log_, .dt_bias = &dt_bias_, .out = &*g.decay}));
+    }
+    return g;
+  }
+
   bool gated_ = false;
   float beta_scale_ = 1.0f;
   DeltaStyleCore core_;

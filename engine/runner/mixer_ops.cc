@@ -84,6 +84,14 @@ absl::StatusOr<ConvProjection> ConvProjection::Bind(const WeightBinder& w, const
   MCSERVE_ASSIGN_OR_RETURN(p.w, w.Matrix(absl::StrCat(attn, name, "_proj.weight"), {dim, hidden}));
   if (use_conv) {  // F32 at load: the conv reads its taps once per call, and widening them cost ~1 µs a call
     MCSERVE_ASSIGN_OR_RETURN(Tensor conv, w.Float(absl::StrCat(attn, name, "_conv1d.weight"), {dim, 1, conv_size}));
+    if (conv.device() == kernels::Device::kCpu) {
+      MCSERVE_ASSIGN_OR_RETURN(std::vector<float> weight, conv.ToHostF32());  // [D, 1, W]
+      std::vector<float> taps(weight.size());                                 // [W, D]
+      for (int64_t c = 0; c < dim; ++c) {
+        for (int64_t j = 0; j < conv_size; ++j) taps[j * dim + c] = weight[c * conv_size + j];
+      }
+      MCSERVE_ASSIGN_OR_RETURN(p.taps, Tensor::FromHost(taps, {conv_size, dim}, kernels::Device::kCpu));
+    }
     p.conv = std::move(conv);
   }
   p.state_name = absl::StrCat("conv_", name);

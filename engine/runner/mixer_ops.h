@@ -50,6 +50,7 @@ absl::StatusOr<kernels::TensorList> ProjectMany(const kernels::Context& ctx, con
 struct ConvProjection {
   kernels::Tensor w;                     // [D, hidden]
   std::optional<kernels::Tensor> conv;   // [D, 1, W]
+  std::optional<kernels::Tensor> taps;   // [W, D]: conv transposed, for DeltaDecode (CPU weights only)
   std::string state_name;                // conv window state
   kernels::ActivationKind act_without_conv = kernels::ActivationKind::kIdentity;
 

@@ -13,6 +13,7 @@
 #include "engine/runner/mixer_ops.h"
 #include "engine/mc/memory_stage.h"
 #include "kernels/linear_memory/linear_memory.h"
+#include "kernels/delta_decode/delta_decode.h"
 
 namespace mcserve::engine {
 
@@ -47,11 +48,25 @@ class QkvPipeline {
   absl::StatusOr<Qkv> Run(const kernels::Context& ctx, const kernels::Tensor& x,
                           const kernels::BatchLayout& layout, LayerState& state,
                           std::span<const kernels::Tensor* const> extra = {}) const;
+  // The grouped GEMM alone: x [T, hidden] → [T, n] rows of q, k, v, then of each `extra` weight.
+  absl::StatusOr<kernels::TensorList> Project(const kernels::Context& ctx, const kernels::Tensor& x,
+                                              std::span<const kernels::Tensor* const> extra) const;
+
+  // Whether DeltaDecode takes this pipeline's decode step: convs with SiLU on q, k and v, L2-normalised
+  // q and k, as many q as v heads, head widths multiples of 8.
+  bool FusesDecode() const;
+  // Sets DeltaDecode's convs, taps, q scale and norm eps in `args`: projected [T, D] rows of q, k and v
+  // (Project's first three) convolved into rows [T, D] each; both must outlive the call args go to.
+  void SetDecodeConvs(std::span<const kernels::Tensor> projected, std::span<kernels::Tensor, 3> rows,
+                      const kernels::BatchLayout& layout, LayerState& state, kernels::DeltaDecodeArgs* args) const;
 
  private:
   absl::StatusOr<kernels::Tensor> RunQk(const kernels::Context& ctx, const ConvProjection& p,
                                         kernels::Tensor projected, const kernels::BatchLayout& layout,
                                         LayerState& state) const;
+  float query_scale() const { return options_.scale_q ? QueryScale(options_.dk) : 1.0f; }
+  static constexpr float kL2Eps = 1e-6f;  // the q and k L2 norms' eps
+
   QkvOptions options_;
   ConvProjection q_, k_, v_;
 };
@@ -81,6 +96,16 @@ class GatedOutput {
 
 // What the delta-style mixers (DeltaNet, gated DeltaNet, SWLA, Titans) bind and run alike: the
 // q/k/v pipeline, the memory read-out into o and the gated output stage around a memory rule.
+// A gated-delta mixer's gates as DeltaDecode takes them: b_proj's and a_proj's projected rows and
+// the decay's parameters.
+struct DecodeGates {
+  const kernels::Tensor* beta_logits = nullptr;   // [T, Hv], or null: β = beta_scale
+  float beta_scale = 1.0f;
+  const kernels::Tensor* decay_logits = nullptr;  // [T, Hv], or null: no decay
+  const kernels::Tensor* a_log = nullptr;         // [Hv], with decay_logits
+  const kernels::Tensor* dt_bias = nullptr;       // [Hv], with decay_logits
+};
+
 struct DeltaStyleCore {
   std::string attn;  // "model.layers.{i}.attn."
   QkvOptions dims;
@@ -109,9 +134,30 @@ struct DeltaStyleCore {
   absl::Status Finish(const kernels::Context& ctx, const kernels::Tensor& x, const Inputs& inputs,
                       const MemoryRule& rule, const MixerBatch& batch, LayerState& state,
                       kernels::Tensor* out) const;
+
+  // The fused decode step (DeltaDecode) of a gated-delta mixer: whether it applies to this pass (the CPU,
+  // no Memory Caching on this layer, one token per sequence, a pipeline it takes).
+  bool FusesDecode(const kernels::Context& ctx, const MixerBatch& batch, int64_t tokens) const;
+  // Its projections: every projection of x [T, hidden] in one grouped GEMM, [T, n] rows each: q, k, v,
+  // then `gates` in order, then g_proj's when gated.
+  absl::StatusOr<kernels::TensorList> ProjectDecode(const kernels::Context& ctx, const kernels::Tensor& x,
+                                                    std::span<const kernels::Tensor* const> gates) const;
+  // The rest: β and the decay from `gates`, q, k and v convolved and normalised, and the gated delta
+  // rule in one DeltaDecode, then the output stage into out [T, hidden]. `projected` from ProjectDecode.
+  absl::Status FinishDecode(const kernels::Context& ctx, const kernels::TensorList& projected,
+                            const DecodeGates& gates, const MixerBatch& batch, LayerState& state,
+                            kernels::Tensor* out) const;
 };
 
 // σ(W x)·scale for a per-head scalar gate: W [heads, hidden] → [T, heads].
+// Tests: true turns DeltaStyleCore::FusesDecode off everywhere (the decode step's convs, norms and
+// memory then run op by op), false restores it. Not while a forward pass runs.
+void SetDecodeFusionOffForTesting(bool off);
+bool DecodeFusionOffForTesting();
+// Fused decode steps (DeltaStyleCore::FinishDecode calls) run in this process so far, for tests that
+// must know the fused path ran. Any thread.
+uint64_t FusedDecodeStepsForTesting();
+
 absl::StatusOr<kernels::Tensor> SigmoidGate(const kernels::Context& ctx, const kernels::Tensor& x,
                                             const kernels::Tensor& w, float scale = 1.0f);
 // The same from the projection W x [T, heads] (from a grouped projection), in place.
