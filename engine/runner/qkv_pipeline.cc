@@ -175,9 +175,9 @@ uint64_t FusedDecodeStepsForTesting() { return fused_decode_steps.load(std::memo
 void SetDecodeFusionOffForTesting(bool off) { decode_fusion_off.store(off, std::memory_order_relaxed); }
 bool DecodeFusionOffForTesting() { return decode_fusion_off.load(std::memory_order_relaxed); }
 
-// Sequences a fused decode step takes at most. At batch 1 the fused step ran 1.04x (quartiles
-// 1.01-1.07) the op-by-op one on an AMD Zen 5 VM at 2 threads, F32 and BF16; at batch 2 0.99, at 8 and
-// 32 0.96-0.98, where the op-by-op convs and memory (each split over the pool, prefetching the next
+// Sequences a fused decode step takes at most. At batch 1 the fused step ran 1.05x (quartiles
+// 1.02-1.09 BF16, 1.03-1.07 F32) the op-by-op one on an AMD Zen 5 VM at 2 threads; at batch 2 0.99, at 8
+// and 32 0.96-0.98, where the op-by-op convs and memory (each split over the pool, prefetching the next
 // sequence's state) already keep both threads busy (bench/README.md).
 constexpr size_t kMaxFusedDecodeSequences = 1;
 

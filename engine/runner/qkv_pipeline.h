@@ -94,8 +94,6 @@ class GatedOutput {
   float eps_ = 1e-6f;
 };
 
-// What the delta-style mixers (DeltaNet, gated DeltaNet, SWLA, Titans) bind and run alike: the
-// q/k/v pipeline, the memory read-out into o and the gated output stage around a memory rule.
 // A gated-delta mixer's gates as DeltaDecode takes them: b_proj's and a_proj's projected rows and
 // the decay's parameters.
 struct DecodeGates {
@@ -106,6 +104,8 @@ struct DecodeGates {
   const kernels::Tensor* dt_bias = nullptr;       // [Hv], with decay_logits
 };
 
+// What the delta-style mixers (DeltaNet, gated DeltaNet, SWLA, Titans) bind and run alike: the
+// q/k/v pipeline, the memory read-out into o and the gated output stage around a memory rule.
 struct DeltaStyleCore {
   std::string attn;  // "model.layers.{i}.attn."
   QkvOptions dims;
@@ -149,7 +149,6 @@ struct DeltaStyleCore {
                             kernels::Tensor* out) const;
 };
 
-// σ(W x)·scale for a per-head scalar gate: W [heads, hidden] → [T, heads].
 // Tests: true turns DeltaStyleCore::FusesDecode off everywhere (the decode step's convs, norms and
 // memory then run op by op), false restores it. Not while a forward pass runs.
 void SetDecodeFusionOffForTesting(bool off);
@@ -158,6 +157,7 @@ bool DecodeFusionOffForTesting();
 // must know the fused path ran. Any thread.
 uint64_t FusedDecodeStepsForTesting();
 
+// σ(W x)·scale for a per-head scalar gate: W [heads, hidden] → [T, heads].
 absl::StatusOr<kernels::Tensor> SigmoidGate(const kernels::Context& ctx, const kernels::Tensor& x,
                                             const kernels::Tensor& w, float scale = 1.0f);
 // The same from the projection W x [T, heads] (from a grouped projection), in place.
