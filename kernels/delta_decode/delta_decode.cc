@@ -16,7 +16,9 @@ bool SameData(const Tensor& view, const Tensor& t) { return RawData(view) == Raw
 // The gates' logits [B, H] and the decay's parameters [H], and memory's beta and decay to write.
 absl::Status ValidateGates(const Context& ctx, const DeltaDecodeArgs& a, int64_t seqs, int64_t heads) {
   const LinearMemoryArgs& m = a.memory;
-  if (a.beta == nullptr || m.beta != a.beta || m.decay != a.decay) return Bad("memory's beta and decay must be beta and decay");
+  if (a.beta == nullptr || m.beta != a.beta || m.decay != a.decay) {
+    return Bad("memory's beta and decay must be beta and decay");
+  }
   if ((a.decay_logits != nullptr) != (a.decay != nullptr) ||
       (a.decay_logits != nullptr) != (a.a_log != nullptr && a.dt_bias != nullptr)) {
     return Bad("decay_logits, a_log, dt_bias and decay come together");
@@ -39,9 +41,8 @@ absl::Status Validate(const Context& ctx, const DeltaDecodeArgs& a) {
   if (ctx.device != Device::kCpu) return absl::UnimplementedError("DeltaDecode: CPU only (run the ops one by one)");
   const LinearMemoryArgs& m = a.memory;
   MCSERVE_RETURN_IF_ERROR(ValidateLinearMemory(ctx, m));
-  if (m.rule != LinearMemoryRule::kGatedDelta || m.beta == nullptr || m.key_decay != nullptr ||
-      m.gamma != nullptr || m.aux != nullptr) {
-    return Bad("memory must be kGatedDelta with beta (optional decay), without key_decay, gamma or aux");
+  if (m.rule != LinearMemoryRule::kGatedDelta || m.key_decay != nullptr || m.gamma != nullptr || m.aux != nullptr) {
+    return Bad("memory must be kGatedDelta (beta and decay: ValidateGates), without key_decay, gamma or aux");
   }
   const Tensor* rows[3] = {m.q, m.k, m.v};
   constexpr const char* kRowNames[3] = {"q", "k", "v"};
@@ -65,8 +66,8 @@ absl::Status Validate(const Context& ctx, const DeltaDecodeArgs& a) {
     }
     if (!SameData(*rows[i], *c.out)) return Bad(absl::StrCat("memory's ", kRowNames[i], " must be conv[", i, "].out"));
   }
-  MCSERVE_RETURN_IF_ERROR(ValidateGates(ctx, a, m.layout.slot_ids->dim(0), heads));
   const int64_t seqs = m.layout.slot_ids->dim(0);
+  MCSERVE_RETURN_IF_ERROR(ValidateGates(ctx, a, seqs, heads));
   const int32_t* cu = Data<int32_t>(*m.layout.cu_seqlens);
   for (int64_t b = 0; b <= seqs; ++b) {
     if (cu[b] != b) return Bad("one token per sequence (cu_seqlens 0, 1, ..., B)");

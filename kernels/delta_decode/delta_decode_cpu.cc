@@ -21,17 +21,16 @@ namespace {
 // Memory elements updated (sequences × heads × K × V) from which the tasks go to the pool: LinearMemory's
 // bar (a decode token's four 64×64 heads are split), since the recurrence is most of a task.
 constexpr int64_t kMinParallelElements = int64_t{1} << 14;
-constexpr int64_t kConvChannels = 64;  // ShortConvChannels' most channels a call
 
-// One sequence's conv of channels [c0, c0 + n) of conv `c` (one token), in pieces of kConvChannels.
+// One sequence's conv of channels [c0, c0 + n) of conv `c` (one token), in pieces of kShortConvMaxChannels.
 void ConvHead(const ShortConvArgs& c, const ShortConvTaps& taps, int64_t b, int32_t slot, int64_t c0, int64_t n) {
   const int64_t d = c.x->dim(1);
   const int width = static_cast<int>(c.weight->dim(2));
   const float* xs = Data<float>(*c.x) + b * d;
   float* os = Data<float>(*c.out) + b * d;
   float* st = Data<float>(*c.state) + static_cast<int64_t>(slot) * (width - 1) * d;
-  for (int64_t at = c0; at < c0 + n; at += kConvChannels) {
-    ShortConvChannels(taps, xs, 1, st, d, width, at, std::min(kConvChannels, c0 + n - at), /*silu=*/true, os);
+  for (int64_t at = c0; at < c0 + n; at += kShortConvMaxChannels) {
+    ShortConvChannels(taps, xs, 1, st, d, width, at, std::min(kShortConvMaxChannels, c0 + n - at), /*silu=*/true, os);
   }
 }
 

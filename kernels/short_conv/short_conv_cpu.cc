@@ -11,7 +11,7 @@
 namespace mcserve::kernels::internal {
 namespace {
 
-constexpr int64_t kChannelBlock = 64;
+constexpr int64_t kChannelBlock = kShortConvMaxChannels;
 // (token, channel) pairs below which the conv runs on the calling thread: a decode token's conv (a few
 // µs) costs about what a pool hand-off does, and the worker would wait for the caller either way.
 constexpr int64_t kMinParallelElements = 1 << 12;

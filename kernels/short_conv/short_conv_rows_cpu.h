@@ -57,12 +57,15 @@ inline ShortConvTaps LoadShortConvTaps(const ShortConvArgs& args, int64_t d, int
   return {.taps = taps, .bias = bias};
 }
 
-// Channels [c0, c0 + nc) (nc <= 64) of one sequence's `len` tokens: convolves xs [len, D] with its
+// The most channels one ShortConvChannels call takes (its accumulators live on the stack).
+inline constexpr int64_t kShortConvMaxChannels = 64;
+
+// Channels [c0, c0 + nc) (nc <= kShortConvMaxChannels) of one sequence's `len` tokens: convolves xs [len, D] with its
 // history st [W−1, D] (its state slot) into os [len, D], then makes st the last W−1 inputs.
 inline void ShortConvChannels(const ShortConvTaps& w, const float* xs, int64_t len, float* st, int64_t d, int width,
                               int64_t c0, int64_t nc, bool silu, float* os) {
   const int hist = width - 1;
-  float acc[64];
+  float acc[kShortConvMaxChannels];
   for (int64_t t = 0; t < len; ++t) {
     for (int64_t c = 0; c < nc; ++c) acc[c] = 0.0f;
     for (int j = 0; j < width; ++j) {
