@@ -79,7 +79,9 @@ inline void ShortConvChannels(const ShortConvTaps& w, const float* xs, int64_t l
   if (hist == 0 || len == 0) return;
   const int64_t keep = std::max<int64_t>(hist - len, 0);  // old rows that survive
   for (int64_t i = 0; i < keep; ++i) std::memmove(st + i * d + c0, st + (i + len) * d + c0, nc * sizeof(float));
-  for (int64_t i = keep; i < hist; ++i) std::memcpy(st + i * d + c0, xs + (len - hist + i) * d + c0, nc * sizeof(float));
+  for (int64_t i = keep; i < hist; ++i) {
+    std::memcpy(st + i * d + c0, xs + (len - hist + i) * d + c0, nc * sizeof(float));
+  }
 }
 
 }  // namespace mcserve::kernels::internal
