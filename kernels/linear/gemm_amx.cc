@@ -56,16 +56,6 @@ MCSERVE_AVX512 inline __m512 RoundToBf16(__m512 x) {
   return _mm512_castsi512_ps(_mm512_and_si512(r, _mm512_set1_epi32(static_cast<int>(0xffff0000u))));
 }
 
-// Part `p` of x's split x = x₁ + x₂ + x₃ (each the BF16 rounding of what the earlier parts leave).
-MCSERVE_AVX512 inline __m512 Part(__m512 x, int p) {
-  __m512 part = RoundToBf16(x);
-  for (int i = 0; i < p; ++i) {
-    x = _mm512_sub_ps(x, part);
-    part = RoundToBf16(x);
-  }
-  return part;
-}
-
 // r [16] rows of 16 32-bit elements → their transpose, in place (unpacks, then 128-bit lane shuffles).
 MCSERVE_AVX512 void Transpose16x16(__m512i (&r)[16]) {
   __m512i t[16], u[16];
@@ -89,14 +79,22 @@ MCSERVE_AVX512 void Transpose16x16(__m512i (&r)[16]) {
   }
 }
 
-// Part p of x's row [c, c + 32) (zeros past k) as 16 32-bit words, word i = the BF16 pair (2i, 2i + 1).
-MCSERVE_AVX512 inline __m512i PairWords(const float* row, int64_t k, int64_t c, int p) {
+// Every part of x's row [c, c + 32) (zeros past k), from one load: words[p] is part p (x = x₁ + x₂ + x₃,
+// each part the BF16 rounding of what the earlier parts leave) as 16 32-bit words, word i = the BF16
+// pair (2i, 2i + 1).
+MCSERVE_AVX512 inline void PartWords(const float* row, int64_t k, int64_t c, __m512i* words, int64_t stride) {
   const Columns32 x32 = LoadColumns32(row, k, c);
-  const __m512 lo = Part(x32.lo, p), hi = Part(x32.hi, p);
   // The high 16 bits of each of the 32 floats, in order: elements 1, 3, ..., 63 of lo ++ hi.
   const __m512i odd_halves = _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33, 31, 29,
                                               27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
-  return _mm512_permutex2var_epi16(_mm512_castps_si512(lo), odd_halves, _mm512_castps_si512(hi));
+  __m512 lo = x32.lo, hi = x32.hi;
+  for (int p = 0; p < kParts; ++p) {
+    const __m512 part_lo = RoundToBf16(lo), part_hi = RoundToBf16(hi);
+    words[p * stride] =
+        _mm512_permutex2var_epi16(_mm512_castps_si512(part_lo), odd_halves, _mm512_castps_si512(part_hi));
+    lo = _mm512_sub_ps(lo, part_lo);
+    hi = _mm512_sub_ps(hi, part_hi);
+  }
 }
 
 // The AMX tile configuration: palette 1, tiles 0-7 all 16 rows of 64 bytes (C: 0-3, A: 4-5, B: 6-7).
@@ -216,22 +214,31 @@ void ForceNoAmxForTesting(bool force) { force_no_amx.store(force, std::memory_or
 
 int64_t GemmAmxPackedSize(int64_t m, int64_t k) { return kParts * ((m + kTile - 1) / kTile * kTile) * PaddedK(k); }
 
-MCSERVE_AVX512 void PackForGemmAmx(const float* x, int64_t m, int64_t k, uint16_t* xp) {
-  const int64_t kpad = PaddedK(k), blocks = (m + kTile - 1) / kTile, block = kpad * kTile;
-  for (int p = 0; p < kParts; ++p) {
-    for (int64_t b = 0; b < blocks; ++b) {
-      for (int64_t c = 0; c < kpad; c += kStep) {
-        __m512i words[16];  // words[j]: batch row 16b + j's 16 pairs of this column step
-        for (int64_t j = 0; j < kTile; ++j) {
-          const int64_t row = b * kTile + j;
-          words[j] = row < m ? PairWords(x + row * k, k, c, p) : _mm512_setzero_si512();
-        }
-        Transpose16x16(words);  // words[i]: pair i of the step for every batch row (a B-tile row)
-        uint16_t* dst = xp + (p * blocks + b) * block + c * kTile;
-        for (int i = 0; i < 16; ++i) _mm512_storeu_si512(dst + i * 32, words[i]);
+int64_t GemmAmxPackPieces(int64_t m, int64_t k) { return (m + kTile - 1) / kTile * (PaddedK(k) / kStep); }
+
+MCSERVE_AVX512 void PackForGemmAmx(const float* x, int64_t m, int64_t k, uint16_t* xp, int64_t begin, int64_t end) {
+  const int64_t kpad = PaddedK(k), blocks = (m + kTile - 1) / kTile, block = kpad * kTile, steps = kpad / kStep;
+  for (int64_t piece = begin; piece < end; ++piece) {
+    const int64_t b = piece / steps, c = piece % steps * kStep;
+    __m512i words[kParts][16];  // words[p][j]: part p of batch row 16b + j's 16 pairs of this column step
+    for (int64_t j = 0; j < kTile; ++j) {
+      const int64_t row = b * kTile + j;
+      if (row < m) {
+        PartWords(x + row * k, k, c, &words[0][j], 16);
+      } else {
+        for (int p = 0; p < kParts; ++p) words[p][j] = _mm512_setzero_si512();
       }
     }
+    for (int p = 0; p < kParts; ++p) {
+      Transpose16x16(words[p]);  // words[p][i]: pair i of the step for every batch row (a B-tile row)
+      uint16_t* dst = xp + (p * blocks + b) * block + c * kTile;
+      for (int i = 0; i < 16; ++i) _mm512_storeu_si512(dst + i * 32, words[p][i]);
+    }
   }
+}
+
+void PackForGemmAmx(const float* x, int64_t m, int64_t k, uint16_t* xp) {
+  PackForGemmAmx(x, m, k, xp, 0, GemmAmxPackPieces(m, k));
 }
 
 MCSERVE_AMX void GemmBf16Amx(const GemmAmxArgs& a, const uint16_t* w, int64_t j0, int64_t j1) {

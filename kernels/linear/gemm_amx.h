@@ -32,6 +32,10 @@ int64_t GemmAmxPackedSize(int64_t m, int64_t k);
 // xp = x [m, k] as three BF16 parts in AMX B-tile layout: xp[part][m / 16][k / 2][16][2], element
 // (p, b, c2, j, t) = part p of x[16b + j, 2·c2 + t]; m and k padded with zeros to multiples of 16 and 32.
 void PackForGemmAmx(const float* x, int64_t m, int64_t k, uint16_t* xp);
+// How many independent pieces (16 batch rows × 32 columns, every part) PackForGemmAmx's work splits
+// into, and the same packing of pieces [begin, end) only: threads may pack disjoint ranges into one xp.
+int64_t GemmAmxPackPieces(int64_t m, int64_t k);
+void PackForGemmAmx(const float* x, int64_t m, int64_t k, uint16_t* xp, int64_t begin, int64_t end);
 
 // One GEMM call's operands: x is PackForGemmAmx's xp (of x [m, k]).
 using GemmAmxArgs = GemmOperands<uint16_t>;

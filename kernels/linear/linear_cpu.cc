@@ -41,6 +41,8 @@ constexpr int64_t kMinParallelMacs = 1 << 15;  // below this, waking the pool co
 // BF16 256×256 projection (128 KB) at batch 1 ran 1.2x faster on one thread than split over two,
 // a 256 KB one 1.1-1.2x slower (bench/README.md).
 constexpr int64_t kMinParallelGemvBytes = int64_t{192} << 10;
+// x elements from which the AMX GEMM's packing of x is split over the pool (batch 16 at hidden 256).
+constexpr int64_t kMinParallelPackElements = int64_t{1} << 12;
 
 // The pool for a GEMV of m rows over `weight_bytes` of weights, or null to run it on the calling thread.
 cpu::ThreadPool* GemvPool(const Context& ctx, int64_t m, int64_t weight_bytes) {
@@ -268,20 +270,23 @@ void Gemm(const Context& ctx, int64_t m, const float* x, const typename W::T* w,
 // Whether m rows of x against BF16 weights run the AMX GEMM.
 bool OnAmx(int64_t m) { return m >= kGemmAmxMinRows && m <= kGemmSmallMaxRows && UseAmxBf16Gemm(); }
 
-// x [m, k] packed for the AMX GEMM (PackForGemmAmx) in the thread's projection-input scratch (every
-// element written).
-const uint16_t* AmxInput(const float* x, int64_t m, int64_t k) {
+// x [m, k] packed for the AMX GEMM (PackForGemmAmx) in the calling thread's projection-input scratch
+// (every element written), split over the pool where it is large enough.
+const uint16_t* AmxInput(const Context& ctx, const float* x, int64_t m, int64_t k) {
   const std::span<float> xp =
       cpu::ProjectionInputScratchForOverwrite(static_cast<size_t>(GemmAmxPackedSize(m, k) + 1) / 2);
-  PackForGemmAmx(x, m, k, reinterpret_cast<uint16_t*>(xp.data()));
-  return reinterpret_cast<const uint16_t*>(xp.data());
+  uint16_t* out = reinterpret_cast<uint16_t*>(xp.data());
+  cpu::ThreadPool* pool = m * k >= kMinParallelPackElements ? ctx.pool : nullptr;
+  cpu::ParallelFor(pool, GemmAmxPackPieces(m, k),
+                   [&](int64_t begin, int64_t end) { PackForGemmAmx(x, m, k, out, begin, end); });
+  return out;
 }
 
 // out[m, n] (+)= x[m, k] · w[n, k]ᵀ on AMX (OnAmx(m)): x packed once, blocks of 32 output columns
 // split over the pool.
 void GemmAmx(const Context& ctx, int64_t m, const float* x, const uint16_t* w, int64_t k, float* out, int64_t n,
              bool accumulate) {
-  const GemmAmxArgs args{.x = AmxInput(x, m, k), .m = m, .k = k, .n = n, .out = out, .accumulate = accumulate};
+  const GemmAmxArgs args{.x = AmxInput(ctx, x, m, k), .m = m, .k = k, .n = n, .out = out, .accumulate = accumulate};
   cpu::ThreadPool* pool = m * n * k >= kMinParallelMacs ? ctx.pool : nullptr;
   const int64_t blocks = (n + kGemmAmxBlockRows - 1) / kGemmAmxBlockRows;
   cpu::ParallelFor(pool, blocks, [&](int64_t b0, int64_t b1) {
@@ -403,7 +408,7 @@ bool GroupOnAmx(const LinearGroupArgs& args, int64_t m) {
 void GroupGemmAmx(const Context& ctx, const LinearGroupArgs& args) {
   const Tensor& x = *args.x;
   const int64_t m = x.dim(0), k = x.dim(1);
-  const uint16_t* xp = AmxInput(Data<float>(x), m, k);
+  const uint16_t* xp = AmxInput(ctx, Data<float>(x), m, k);
   auto rows_of = [](const LinearGroupItem&) { return kGemmAmxBlockRows; };
   ForGroupBlocks(ctx, args.items, m, k, rows_of, [&](const LinearGroupItem& item, int64_t j0, int64_t j1) {
     const GemmAmxArgs a{.x = xp, .m = m, .k = k, .n = item.w->dim(0), .out = Data<float>(*item.out)};

@@ -320,6 +320,13 @@ TEST(LinearAmxTest, PackSplitsXIntoThreeBf16PartsInTileLayout) {
         ASSERT_EQ(sum, want) << "m " << m << " k " << k << " at " << i << ", " << c;
       }
     }
+    // The same packing done in two uneven ranges of pieces (as threads do it) is the same, element for element.
+    const int64_t pieces = internal::GemmAmxPackPieces(m, k);
+    ASSERT_EQ(pieces, (mp / 16) * (kp / 32));
+    std::vector<uint16_t> split(xp.size(), 0xffff);
+    internal::PackForGemmAmx(x.data(), m, k, split.data(), 0, pieces / 3);
+    internal::PackForGemmAmx(x.data(), m, k, split.data(), pieces / 3, pieces);
+    EXPECT_EQ(split, xp) << "m " << m << " k " << k;
   }
 }
 
