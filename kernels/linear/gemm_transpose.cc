@@ -2,6 +2,8 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
+
 namespace mcserve::kernels::internal {
 namespace {
 
@@ -27,16 +29,23 @@ inline void Transpose8x8(const float* src, int64_t lds, float* dst, int64_t ldd)
 
 }  // namespace
 
-void TransposeForGemm(const float* x, int64_t m, int64_t k, float* xt) {
+int64_t GemmTransposePieces(int64_t k) { return (k + 7) / 8; }
+
+void TransposeForGemm(const float* x, int64_t m, int64_t k, float* xt, int64_t begin, int64_t end) {
   const int64_t lanes = GemmLanes(m);
   const int64_t m8 = m & ~int64_t{7}, k8 = k & ~int64_t{7};
+  const int64_t c0 = begin * 8, c1 = std::min(k, end * 8);  // this range's columns
   for (int64_t i = 0; i < m8; i += 8) {
-    for (int64_t c = 0; c < k8; c += 8) Transpose8x8(x + i * k + c, k, xt + c * lanes + i, lanes);
+    for (int64_t c = c0; c < std::min(c1, k8); c += 8) Transpose8x8(x + i * k + c, k, xt + c * lanes + i, lanes);
   }
-  for (int64_t c = 0; c < k; ++c) {
+  for (int64_t c = c0; c < c1; ++c) {
     for (int64_t i = c < k8 ? m8 : 0; i < m; ++i) xt[c * lanes + i] = x[i * k + c];
     for (int64_t i = m; i < lanes; ++i) xt[c * lanes + i] = 0.0f;
   }
+}
+
+void TransposeForGemm(const float* x, int64_t m, int64_t k, float* xt) {
+  TransposeForGemm(x, m, k, xt, 0, GemmTransposePieces(k));
 }
 
 }  // namespace mcserve::kernels::internal

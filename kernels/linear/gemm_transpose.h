@@ -16,6 +16,10 @@ inline int64_t GemmLanes(int64_t m) { return m <= 16 ? 16 : (m + 7) / 8 * 8; }
 
 // xt [k, GemmLanes(m)] = x [m, k] transposed, zero in the columns ≥ m (every element written).
 void TransposeForGemm(const float* x, int64_t m, int64_t k, float* xt);
+// How many independent pieces (8 columns of x each, every row) the transpose splits into, and the same
+// transpose of pieces [begin, end) only: threads may transpose disjoint ranges into one xt.
+int64_t GemmTransposePieces(int64_t k);
+void TransposeForGemm(const float* x, int64_t m, int64_t k, float* xt, int64_t begin, int64_t end);
 
 // One small-m GEMM call's operands: x is TransposeForGemm's xt (of x [m, k]).
 using GemmXtArgs = GemmOperands<float>;

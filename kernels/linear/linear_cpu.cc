@@ -41,8 +41,9 @@ constexpr int64_t kMinParallelMacs = 1 << 15;  // below this, waking the pool co
 // BF16 256×256 projection (128 KB) at batch 1 ran 1.2x faster on one thread than split over two,
 // a 256 KB one 1.1-1.2x slower (bench/README.md).
 constexpr int64_t kMinParallelGemvBytes = int64_t{192} << 10;
-// x elements from which the AMX GEMM's packing of x is split over the pool (batch 16 at hidden 256).
-constexpr int64_t kMinParallelPackElements = int64_t{1} << 12;
+// x elements from which laying x out for a GEMM (the AMX packing, the small-m GEMMs' transpose) is
+// split over the pool: batch 16 at hidden 256.
+constexpr int64_t kMinParallelLayoutElements = int64_t{1} << 12;
 
 // The pool for a GEMV of m rows over `weight_bytes` of weights, or null to run it on the calling thread.
 cpu::ThreadPool* GemvPool(const Context& ctx, int64_t m, int64_t weight_bytes) {
@@ -276,7 +277,7 @@ const uint16_t* AmxInput(const Context& ctx, const float* x, int64_t m, int64_t 
   const std::span<float> xp =
       cpu::ProjectionInputScratchForOverwrite(static_cast<size_t>(GemmAmxPackedSize(m, k) + 1) / 2);
   uint16_t* out = reinterpret_cast<uint16_t*>(xp.data());
-  cpu::ThreadPool* pool = m * k >= kMinParallelPackElements ? ctx.pool : nullptr;
+  cpu::ThreadPool* pool = m * k >= kMinParallelLayoutElements ? ctx.pool : nullptr;
   cpu::ParallelFor(pool, GemmAmxPackPieces(m, k),
                    [&](int64_t begin, int64_t end) { PackForGemmAmx(x, m, k, out, begin, end); });
   return out;
@@ -380,7 +381,9 @@ void SmallGemm(const Context& ctx, const float* x, int64_t m, int64_t k, std::sp
                bool accumulate) {
   // Every lane is written by the transpose: no zeroing first.
   const std::span<float> xt = cpu::ProjectionInputScratchForOverwrite(static_cast<size_t>(k * GemmLanes(m)));
-  TransposeForGemm(x, m, k, xt.data());
+  cpu::ThreadPool* pool = m * k >= kMinParallelLayoutElements ? ctx.pool : nullptr;
+  cpu::ParallelFor(pool, GemmTransposePieces(k),
+                   [&](int64_t begin, int64_t end) { TransposeForGemm(x, m, k, xt.data(), begin, end); });
   auto rows_of = [m](const LinearGroupItem& item) { return SmallGemmBlockRows(*item.w, m); };
   ForGroupBlocks(ctx, items, m, k, rows_of, [&](const LinearGroupItem& item, int64_t j0, int64_t j1) {
     const GemmXtArgs a{.x = xt.data(), .m = m, .k = k, .n = item.w->dim(0), .out = Data<float>(*item.out),

@@ -18,6 +18,7 @@
 #include "random_inputs.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/linear/gemm_amx.h"
+#include "kernels/linear/gemm_transpose.h"
 #include "kernels/linear/gemv_bf16_avx512.h"
 #include "tests/unit/kernels/param_printers.h"
 
@@ -327,6 +328,30 @@ TEST(LinearAmxTest, PackSplitsXIntoThreeBf16PartsInTileLayout) {
     internal::PackForGemmAmx(x.data(), m, k, split.data(), 0, pieces / 3);
     internal::PackForGemmAmx(x.data(), m, k, split.data(), pieces / 3, pieces);
     EXPECT_EQ(split, xp) << "m " << m << " k " << k;
+  }
+}
+
+// The small-m GEMMs' transpose of x: xt [k, lanes] holds x's column c under row c, zeros past m; done
+// in uneven ranges of pieces (as threads do it) it is the same, element for element.
+TEST(LinearGemmTransposeTest, TransposesXAndItsPiecesAgree) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (auto [m, k] : {std::pair<int64_t, int64_t>{9, 256}, {16, 33}, {32, 7}, {61, 70}}) {
+    std::vector<float> x(m * k);
+    for (float& v : x) v = u(rng);
+    const int64_t lanes = internal::GemmLanes(m), pieces = internal::GemmTransposePieces(k);
+    ASSERT_EQ(pieces, (k + 7) / 8);
+    std::vector<float> whole(k * lanes, -7.0f), split(k * lanes, -7.0f);
+    internal::TransposeForGemm(x.data(), m, k, whole.data());
+    for (int64_t c = 0; c < k; ++c) {
+      for (int64_t i = 0; i < lanes; ++i) {
+        ASSERT_EQ(whole[c * lanes + i], i < m ? x[i * k + c] : 0.0f)
+            << "m " << m << " k " << k << " at " << c << ", " << i;
+      }
+    }
+    internal::TransposeForGemm(x.data(), m, k, split.data(), 0, pieces / 3);
+    internal::TransposeForGemm(x.data(), m, k, split.data(), pieces / 3, pieces);
+    EXPECT_EQ(split, whole) << "m " << m << " k " << k;
   }
 }
 
