@@ -244,7 +244,7 @@ TEST_P(LinearGemmPathsTest, MatchesTheDoubleLoop) {
   if (path == GemmPath::kAmx && !internal::UseAmxBf16Gemm()) {
     GTEST_SKIP() << "this CPU (or its kernel) offers no AMX-BF16, or MCSERVE_CPU_ISA=avx512: the AMX GEMM cannot run";
   }
-  for (int64_t m : {9, 16, 17, 32, 33, 64}) {
+  for (int64_t m : {8, 9, 16, 17, 32, 33, 64}) {
     for (int64_t k : {1, 15, 33, 64, 269}) {
       for (int64_t n : {3, 29, 47}) {
         for (bool accumulate : {false, true}) RunCase(dtype, m, n, k, accumulate, nullptr);
