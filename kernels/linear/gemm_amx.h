@@ -14,11 +14,11 @@
 
 namespace mcserve::kernels::internal {
 
-// The smallest m the AMX GEMM takes (half a tile of batch rows, the rest zeros); smaller batches run
-// the GEMV. bench/ab_decode.py, BF16 decode step, Intel Xeon: AMX against the GEMV 0.75x / 0.84x /
-// 0.96x at m = 5 / 6 / 7, at m = 8 1.04x, 0.96x and 1.04x in three runs (7, 7 and 15 rounds); against
-// the AVX-512 GEMM 1.67x / 1.69x at m = 9 / 12 (bench/README.md).
-inline constexpr int64_t kGemmAmxMinRows = 8;
+// The smallest m the AMX GEMM takes: every batch the GEMV does not (m > 8; part of a tile of batch rows
+// zero-padded). bench/ab_decode.py, BF16 decode step, Intel Xeon: against the AVX-512 GEMM 1.67x /
+// 1.69x at m = 9 / 12; against the GEMV at m = 8 1.04x, 0.96x, 1.04x and 0.98x in four runs (no
+// result), at m = 5 / 6 / 7 0.75x / 0.84x / 0.96x (bench/README.md).
+inline constexpr int64_t kGemmAmxMinRows = 9;
 // Weight rows per block (two 16-row tiles): output columns should be split among threads in these.
 inline constexpr int64_t kGemmAmxBlockRows = 32;
 

@@ -1,9 +1,9 @@
 // CPU Linear, out[m, n] (+)= x[m, k] · w[n, k]ᵀ. Which path runs:
-// - 8 ≤ m ≤ 64 with BF16 weights on a CPU with AMX: the AMX GEMM (gemm_amx.h), weights read in place as
-//   tiles, x split into three BF16 parts once per call, threaded over blocks of 32 output columns.
-// - Other m ≤ 8 (decode): a register-blocked GEMV that streams each weight row once and widens BF16/F16
-//   on the fly (AVX2/F16C/FMA), threaded over output rows; BF16 weights run a 512-bit kernel instead
+// - m ≤ 8 (decode): a register-blocked GEMV that streams each weight row once and widens BF16/F16 on
+//   the fly (AVX2/F16C/FMA), threaded over output rows; BF16 weights run a 512-bit kernel instead
 //   where the CPU has AVX-512 (gemv_bf16_avx512.h).
+// - 8 < m ≤ 64 with BF16 weights on a CPU with AMX: the AMX GEMM (gemm_amx.h), weights read in place as
+//   tiles, x split into three BF16 parts once per call, threaded over blocks of 32 output columns.
 // - Other 8 < m ≤ 64: our small-m GEMM, weights read in place (BF16/F16 widened per L1 block), x
 //   transposed once, threaded over blocks of output columns: on AVX-512 for F32 and BF16 weights
 //   where the CPU has it (gemm_avx512.h), else on AVX2 (gemm_avx2.h; F16 weights always).
@@ -298,10 +298,10 @@ void GemmAmx(const Context& ctx, int64_t m, const float* x, const uint16_t* w, i
 template <class W>
 void Run(const Context& ctx, int64_t m, const float* x, const typename W::T* w, int64_t k, float* out,
          int64_t n, bool accumulate) {
+  if (m <= kGemvMaxRows) return Gemv<W>(ctx, m, x, w, k, out, n, accumulate);
   if constexpr (std::is_same_v<W, Bf16W>) {
     if (OnAmx(m)) return GemmAmx(ctx, m, x, w, k, out, n, accumulate);
   }
-  if (m <= kGemvMaxRows) return Gemv<W>(ctx, m, x, w, k, out, n, accumulate);
   Gemm<W>(ctx, m, x, w, k, out, n, accumulate);
 }
 
@@ -407,13 +407,6 @@ bool GroupOnAmx(const LinearGroupArgs& args, int64_t m) {
   return OnAmx(m) && std::all_of(args.items.begin(), args.items.end(), IsBf16);
 }
 
-// Whether a group with m rows of x runs item by item: sizes no group kernel takes, and groups that mix
-// BF16 items, which would run on AMX alone, with others (each item stays bit-equal to its own Linear).
-bool GroupItemByItem(const LinearGroupArgs& args, int64_t m, int64_t k) {
-  if (m > kGemvMaxRows || m == 0 || k == 0) return true;
-  return OnAmx(m) && std::any_of(args.items.begin(), args.items.end(), IsBf16);
-}
-
 // LinearGroupCpu on the AMX GEMM: x [m, k] packed once, then every item's blocks of 32 weight rows.
 void GroupGemmAmx(const Context& ctx, const LinearGroupArgs& args) {
   const Tensor& x = *args.x;
@@ -439,7 +432,7 @@ absl::Status LinearGroupCpu(const Context& ctx, const LinearGroupArgs& args) {
     SmallGemm(ctx, Data<float>(x), m, k, args.items, /*accumulate=*/false);
     return absl::OkStatus();
   }
-  if (GroupItemByItem(args, m, k)) {  // other GEMM sizes (one sgemm pass per item), mixed groups on AMX
+  if (m > kGemvMaxRows || m == 0 || k == 0) {  // other GEMM sizes: one sgemm pass per item
     for (const LinearGroupItem& item : args.items) {
       MCSERVE_RETURN_IF_ERROR(LinearCpu(ctx, {.x = args.x, .w = item.w, .out = item.out}));
     }

@@ -91,7 +91,7 @@ TEST(LinearGroupTest, BitEqualToSeparateCallsThreaded) {
 }
 
 // At 8 < m ≤ 64 a group runs in one ParallelFor on the small-m GEMMs: AVX-512 for F32 and BF16 items
-// where the CPU has it, AVX2 for F16 items and with AVX2 forced (all-BF16 groups from m = 8 on AMX
+// where the CPU has it, AVX2 for F16 items and with AVX2 forced (all-BF16 groups on AMX
 // where the CPU has it; a BF16 item mixed with others there runs alone). Bit-equal to separate calls
 // either way, mixed dtypes included.
 TEST(LinearGroupTest, GemmGroupsBitEqualToSeparateCalls) {
