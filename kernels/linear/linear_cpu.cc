@@ -4,6 +4,8 @@
 //   where the CPU has AVX-512 (gemv_bf16_avx512.h).
 // - 8 < m ≤ 64 with BF16 weights on a CPU with AMX: the AMX GEMM (gemm_amx.h), weights read in place as
 //   tiles, x split into three BF16 parts once per call, threaded over blocks of 32 output columns.
+// - 8 < m ≤ 24 with BF16 weights on a CPU with AVX-512 but not AMX: the AVX-512 BF16 GEMV in passes of
+//   up to 8 rows of x over blocks of weight rows that stay in L1.
 // - Other 8 < m ≤ 64: our small-m GEMM, weights read in place (BF16/F16 widened per L1 block), x
 //   transposed once, threaded over blocks of output columns: on AVX-512 for F32 and BF16 weights
 //   where the CPU has it (gemm_avx512.h), else on AVX2 (gemm_avx2.h; F16 weights always).
@@ -36,6 +38,10 @@ namespace mcserve::kernels::internal {
 namespace {
 
 constexpr int64_t kGemvMaxRows = 8;            // m up to this runs the GEMV kernel
+// m up to this runs the AVX-512 BF16 GEMV in passes of kGemvMaxRows where AMX does not take it
+// (OnBf16GemvPasses). BF16 decode step against the small-m GEMM, Intel Xeon with AMX kept off: 1.64x at
+// m = 9, 1.24x at 12, 1.06x at 16, 1.42x at 17, 1.05x at 24; 0.87x at 32 (bench/README.md).
+constexpr int64_t kBf16GemvPassesMaxRows = 24;
 constexpr int64_t kMinParallelMacs = 1 << 15;  // below this, waking the pool costs more than it saves
 // The GEMV's bar instead, in weight bytes × rows of x: it is bound by reading the weights, and a
 // BF16 256×256 projection (128 KB) at batch 1 ran 1.2x faster on one thread than split over two,
@@ -208,6 +214,21 @@ const float* Avx512Input(const float* x, int64_t m, int64_t k) {
   return xs.data();
 }
 
+// Output columns [j0, j1) of out [m, n] (+)= x · wᵀ on the AVX-512 BF16 GEMV for any m (xs: SplitForAvx512's
+// layout): rows of x in passes of at most kGemvMaxRows, over blocks of ~16 KB of weight rows so that the
+// passes after the first read them from L1.
+void GemvBf16Avx512Rows(int64_t m, const float* xs, const uint16_t* w, int64_t k, float* out, int64_t n,
+                        bool accumulate, int64_t j0, int64_t j1) {
+  if (m <= kGemvMaxRows) return GemvBf16Avx512(m, xs, w, k, out, n, accumulate, j0, j1);
+  const int64_t cols = Avx512Columns(k), block = std::max<int64_t>(8, (int64_t{8} << 10) / k / 8 * 8);
+  for (int64_t b = j0; b < j1; b += block) {
+    for (int64_t r = 0; r < m; r += kGemvMaxRows) {
+      GemvBf16Avx512(std::min(kGemvMaxRows, m - r), xs + r * cols, w, k, out + r * n, n, accumulate, b,
+                     std::min(j1, b + block));
+    }
+  }
+}
+
 template <class W>
 void Gemv(const Context& ctx, int64_t m, const float* x, const typename W::T* w, int64_t k, float* out,
           int64_t n, bool accumulate) {
@@ -216,7 +237,7 @@ void Gemv(const Context& ctx, int64_t m, const float* x, const typename W::T* w,
     if (cpu::UseAvx512()) {
       const float* xs = Avx512Input(x, m, k);
       cpu::ParallelFor(
-          pool, n, [&](int64_t j0, int64_t j1) { GemvBf16Avx512(m, xs, w, k, out, n, accumulate, j0, j1); },
+          pool, n, [&](int64_t j0, int64_t j1) { GemvBf16Avx512Rows(m, xs, w, k, out, n, accumulate, j0, j1); },
           cpu::kGemvChunksPerThread);
       return;
     }
@@ -271,6 +292,13 @@ void Gemm(const Context& ctx, int64_t m, const float* x, const typename W::T* w,
 // Whether m rows of x against BF16 weights run the AMX GEMM.
 bool OnAmx(int64_t m) { return m >= kGemmAmxMinRows && m <= kGemmSmallMaxRows && UseAmxBf16Gemm(); }
 
+// Whether m > kGemvMaxRows rows of x against BF16 weights run the AVX-512 GEMV in passes
+// (GemvBf16Avx512Rows) rather than the small-m GEMM, which widens every weight block: where the CPU has
+// AVX-512 but AMX does not take m, up to kBf16GemvPassesMaxRows.
+bool OnBf16GemvPasses(int64_t m) {
+  return m > kGemvMaxRows && m <= kBf16GemvPassesMaxRows && !OnAmx(m) && cpu::UseAvx512();
+}
+
 // x [m, k] packed for the AMX GEMM (PackForGemmAmx) in the calling thread's projection-input scratch
 // (every element written), split over the pool where it is large enough.
 const uint16_t* AmxInput(const Context& ctx, const float* x, int64_t m, int64_t k) {
@@ -301,6 +329,7 @@ void Run(const Context& ctx, int64_t m, const float* x, const typename W::T* w, 
   if (m <= kGemvMaxRows) return Gemv<W>(ctx, m, x, w, k, out, n, accumulate);
   if constexpr (std::is_same_v<W, Bf16W>) {
     if (OnAmx(m)) return GemmAmx(ctx, m, x, w, k, out, n, accumulate);
+    if (OnBf16GemvPasses(m)) return Gemv<W>(ctx, m, x, w, k, out, n, accumulate);
   }
   Gemm<W>(ctx, m, x, w, k, out, n, accumulate);
 }
@@ -316,7 +345,7 @@ void GroupItemRange(const LinearGroupItem& item, int64_t m, const float* x, cons
     case DType::kF32:
       return GemvRangeDispatch<F32W>(m, x, x, Data<float>(w), k, out, n, false, j0, j1);
     case DType::kBF16:
-      if (x512 != nullptr) return GemvBf16Avx512(m, x512, Data<uint16_t>(w), k, out, n, false, j0, j1);
+      if (x512 != nullptr) return GemvBf16Avx512Rows(m, x512, Data<uint16_t>(w), k, out, n, false, j0, j1);
       return GemvRangeDispatch<Bf16W>(m, x, xs, Data<uint16_t>(w), k, out, n, false, j0, j1);
     case DType::kF16:
       return GemvRangeDispatch<F16W>(m, x, x, Data<uint16_t>(w), k, out, n, false, j0, j1);
@@ -399,7 +428,13 @@ bool IsBf16(const LinearGroupItem& item) { return item.w->dtype() == DType::kBF1
 
 bool OnSmallGemm(std::span<const LinearGroupItem> items, int64_t m) {
   if (m <= kGemvMaxRows || m > kGemmSmallMaxRows) return false;
-  return !OnAmx(m) || std::none_of(items.begin(), items.end(), IsBf16);
+  return !(OnAmx(m) || OnBf16GemvPasses(m)) || std::none_of(items.begin(), items.end(), IsBf16);
+}
+
+// Whether a group with m rows of x runs on the GEMV: m ≤ kGemvMaxRows, or every item BF16 where the GEMV
+// runs in passes (a BF16 item mixed with others there runs alone, as on AMX).
+bool GroupOnGemv(const LinearGroupArgs& args, int64_t m) {
+  return m <= kGemvMaxRows || (OnBf16GemvPasses(m) && std::all_of(args.items.begin(), args.items.end(), IsBf16));
 }
 
 // Whether a group with m rows of x runs GroupGemmAmx: OnAmx(m) and every item has BF16 weights.
@@ -432,7 +467,7 @@ absl::Status LinearGroupCpu(const Context& ctx, const LinearGroupArgs& args) {
     SmallGemm(ctx, Data<float>(x), m, k, args.items, /*accumulate=*/false);
     return absl::OkStatus();
   }
-  if (m > kGemvMaxRows || m == 0 || k == 0) {  // other GEMM sizes: one sgemm pass per item
+  if (!GroupOnGemv(args, m) || m == 0 || k == 0) {  // other GEMM sizes: one sgemm pass per item
     for (const LinearGroupItem& item : args.items) {
       MCSERVE_RETURN_IF_ERROR(LinearCpu(ctx, {.x = args.x, .w = item.w, .out = item.out}));
     }

@@ -12,6 +12,7 @@
 
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/thread_pool.h"
+#include "kernels/linear/gemm_amx.h"
 #include "kernels/linear/gemv_bf16_avx512.h"
 #include "kernels/linear/linear.h"
 #include "random_inputs.h"
@@ -91,22 +92,30 @@ TEST(LinearGroupTest, BitEqualToSeparateCallsThreaded) {
 }
 
 // At 8 < m ≤ 64 a group runs in one ParallelFor on the small-m GEMMs: AVX-512 for F32 and BF16 items
-// where the CPU has it, AVX2 for F16 items and with AVX2 forced (all-BF16 groups on AMX
-// where the CPU has it; a BF16 item mixed with others there runs alone). Bit-equal to separate calls
-// either way, mixed dtypes included.
+// where the CPU has it, AVX2 for F16 items and with AVX2 forced (all-BF16 groups on AMX where the CPU
+// has it, else on AVX-512 at m ≤ 24 on the BF16 GEMV in passes; a BF16 item mixed with others there
+// runs alone). Bit-equal to separate calls either way, mixed dtypes included.
 TEST(LinearGroupTest, GemmGroupsBitEqualToSeparateCalls) {
   cpu::ThreadPool pool2(2);
-  for (bool force_avx2 : {false, true}) {
-    cpu::ForceAvx2ForTesting(force_avx2);
-    SCOPED_TRACE(force_avx2 ? "AVX2 forced" : "run-time choice");
-    for (std::optional<DType> dtype : {std::optional(DType::kF32), std::optional(DType::kBF16),
-                                       std::optional(DType::kF16), std::optional<DType>()}) {
-      for (int64_t m : {9, 17, 33, 64}) ExpectGroupEqualsSeparate(m, 37, {7, 1, 19, 4, 33}, nullptr, dtype);
-      ExpectGroupEqualsSeparate(33, 131, {301, 5, 77}, &pool2, dtype);
-      ExpectGroupEqualsSeparate(32, 256, {64, 32, 96}, &pool2, dtype);  // whole AMX tiles and column steps
+  for (bool no_amx : {false, true}) {
+    internal::ForceNoAmxForTesting(no_amx);
+    for (bool force_avx2 : {false, true}) {
+      cpu::ForceAvx2ForTesting(force_avx2);
+      SCOPED_TRACE(testing::Message() << (force_avx2 ? "AVX2 forced" : "run-time choice")
+                                      << (no_amx ? ", no AMX" : ""));
+      for (std::optional<DType> dtype : {std::optional(DType::kF32), std::optional(DType::kBF16),
+                                         std::optional(DType::kF16), std::optional<DType>()}) {
+        for (int64_t m : {9, 16, 17, 33, 64}) {
+          ExpectGroupEqualsSeparate(m, 37, {7, 1, 19, 4, 33}, nullptr, dtype);
+        }
+        ExpectGroupEqualsSeparate(33, 131, {301, 5, 77}, &pool2, dtype);
+        ExpectGroupEqualsSeparate(12, 768, {40, 256, 8}, &pool2, dtype);  // GEMV passes over 8-row blocks
+        ExpectGroupEqualsSeparate(32, 256, {64, 32, 96}, &pool2, dtype);  // whole AMX tiles and column steps
+      }
     }
   }
   cpu::ForceAvx2ForTesting(false);
+  internal::ForceNoAmxForTesting(false);
 }
 
 TEST(LinearGroupTest, EmulatedCudaMatchesCpu) {

@@ -191,6 +191,27 @@ TEST(LinearBf16PathsTest, Avx2AndAvx512KernelsBothMatchTheDoubleLoop) {
   cpu::ForceAvx2ForTesting(false);
 }
 
+// Without AMX, BF16 batches of 9 to 24 run the AVX-512 GEMV in passes of 8 rows over blocks of weight
+// rows: each pass's rows equal, bit for bit, the GEMV run on those rows alone, whatever the threads.
+TEST(LinearBf16PathsTest, GemvPassesEqualTheGemvOnEachPassRows) {
+  if (!cpu::UseAvx512()) GTEST_SKIP() << "this CPU has no AVX-512F/BW: the passes do not run";
+  internal::ForceNoAmxForTesting(true);
+  for (int64_t k : {269, 768}) {  // blocks of 24 and 8 weight rows
+    const int64_t n = 301;
+    const Weight w = MakeWeight(DType::kBF16, n, k, static_cast<uint32_t>(k));
+    for (int64_t m : {9, 12, 16, 17, 24}) {  // the rows after the first 8 run in passes themselves past 16
+      const std::vector<float> x = RandomVector(m * k, static_cast<uint32_t>(m));
+      const std::vector<float> got = LinearOut(w, x, m, 1);
+      const std::vector<float> first = LinearOut(w, {x.begin(), x.begin() + 8 * k}, 8, 1);
+      const std::vector<float> rest = LinearOut(w, {x.begin() + 8 * k, x.end()}, m - 8, 1);
+      EXPECT_TRUE(std::equal(first.begin(), first.end(), got.begin())) << "m=" << m << " k=" << k;
+      EXPECT_TRUE(std::equal(rest.begin(), rest.end(), got.begin() + 8 * n)) << "m=" << m << " k=" << k;
+      for (int threads : {2, 3}) EXPECT_EQ(LinearOut(w, x, m, threads), got) << "m=" << m << " threads=" << threads;
+    }
+  }
+  internal::ForceNoAmxForTesting(false);
+}
+
 // SplitForAvx512's layout, element by element: each 32-column chunk as its 16 even then 16 odd
 // columns, zero past k, for k on and off the chunk and half-chunk edges.
 TEST(LinearBf16PathsTest, SplitForAvx512LaysOutEvenThenOddColumns) {
@@ -260,14 +281,15 @@ TEST_P(LinearGemmPathsTest, MatchesTheDoubleLoop) {
 
 // The AVX-512 small-m GEMM widens BF16 rows exactly and then runs the F32 kernel's sums
 // (gemm_avx512.h): every output equals, bit for bit, the F32 GEMM's on the widened weights, for
-// every tile size (12, 8, 6, 4, 1 rows) and its neighbours, threaded and not. A row widened wrong,
-// or a tile's rows widened into the wrong buffer, shows here where a tolerance would hide it.
+// every tile size BF16 weights reach (8, 6, 4, 1 rows; batches of 9 to 24 run the BF16 GEMV in passes
+// instead) and its neighbours, threaded and not. A row widened wrong, or a tile's rows widened into
+// the wrong buffer, shows here where a tolerance would hide it.
 TEST(LinearGemmAvx512Test, Bf16EqualsF32OnTheWidenedWeights) {
   cpu::ForceAvx2ForTesting(false);
   internal::ForceNoAmxForTesting(true);
   if (!cpu::UseAvx512()) GTEST_SKIP() << "this CPU has no AVX-512F/BW: the AVX-512 GEMM cannot run";
   for (int threads : {1, 2}) {
-    for (int64_t m : {9, 16, 17, 31, 32, 33, 48, 49, 64}) {
+    for (int64_t m : {25, 31, 32, 33, 48, 49, 64}) {
       for (int64_t k : {1, 15, 16, 17, 64, 269}) {
         for (int64_t n : {1, 5, 13, 29, 160, 301}) {
           SCOPED_TRACE(testing::Message() << "m=" << m << " n=" << n << " k=" << k << " threads=" << threads);
