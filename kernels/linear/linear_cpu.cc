@@ -421,11 +421,12 @@ void SmallGemm(const Context& ctx, const float* x, int64_t m, int64_t k, std::sp
   });
 }
 
-// Whether these items with m rows of x run SmallGemm: kGemvMaxRows < m ≤ kGemmSmallMaxRows, and no BF16
-// item would run on AMX alone (a group mixing BF16 with other weights there runs item by item, so
-// each stays bit-equal to its own Linear call).
+// Whether a group item has BF16 weights.
 bool IsBf16(const LinearGroupItem& item) { return item.w->dtype() == DType::kBF16; }
 
+// Whether these items with m rows of x run SmallGemm: kGemvMaxRows < m ≤ kGemmSmallMaxRows, and no BF16
+// item would run on AMX or the GEMV in passes alone (a group mixing BF16 with other weights there runs
+// item by item, so each stays bit-equal to its own Linear call).
 bool OnSmallGemm(std::span<const LinearGroupItem> items, int64_t m) {
   if (m <= kGemvMaxRows || m > kGemmSmallMaxRows) return false;
   return !(OnAmx(m) || OnBf16GemvPasses(m)) || std::none_of(items.begin(), items.end(), IsBf16);
