@@ -42,6 +42,8 @@ constexpr int64_t kGemvMaxRows = 8;            // m up to this runs the GEMV ker
 // (OnBf16GemvPasses). BF16 decode step against the small-m GEMM, Intel Xeon with AMX kept off: 1.64x at
 // m = 9, 1.24x at 12, 1.06x at 16, 1.42x at 17, 1.05x at 24; 0.87x at 32 (bench/README.md).
 constexpr int64_t kBf16GemvPassesMaxRows = 24;
+// Weight bytes per block that the GEMV's passes run over one after another, read from L1 after the first.
+constexpr int64_t kGemvPassBlockBytes = int64_t{16} << 10;
 constexpr int64_t kMinParallelMacs = 1 << 15;  // below this, waking the pool costs more than it saves
 // The GEMV's bar instead, in weight bytes × rows of x: it is bound by reading the weights, and a
 // BF16 256×256 projection (128 KB) at batch 1 ran 1.2x faster on one thread than split over two,
@@ -55,6 +57,13 @@ constexpr int64_t kMinParallelLayoutElements = int64_t{1} << 12;
 cpu::ThreadPool* GemvPool(const Context& ctx, int64_t m, int64_t weight_bytes) {
   return m * weight_bytes >= kMinParallelGemvBytes ? ctx.pool : nullptr;
 }
+
+// The pool for laying out x [m, k] for a GEMM (PackForGemmAmx, TransposeForGemm), or null to do it on
+// the calling thread.
+cpu::ThreadPool* LayoutPool(const Context& ctx, int64_t m, int64_t k) {
+  return m * k >= kMinParallelLayoutElements ? ctx.pool : nullptr;
+}
+
 constexpr int64_t kConvertBlockBytes = 1 << 20;  // F32 size of one widened weight block (m > 64, OpenBLAS)
 
 inline float HorizontalSum(__m256 v) {
@@ -215,12 +224,13 @@ const float* Avx512Input(const float* x, int64_t m, int64_t k) {
 }
 
 // Output columns [j0, j1) of out [m, n] (+)= x · wᵀ on the AVX-512 BF16 GEMV for any m (xs: SplitForAvx512's
-// layout): rows of x in passes of at most kGemvMaxRows, over blocks of ~16 KB of weight rows so that the
-// passes after the first read them from L1.
+// layout): rows of x in passes of at most kGemvMaxRows, over blocks of kGemvPassBlockBytes of weight rows
+// (a multiple of 8 rows) so that the passes after the first read them from L1.
 void GemvBf16Avx512Rows(int64_t m, const float* xs, const uint16_t* w, int64_t k, float* out, int64_t n,
                         bool accumulate, int64_t j0, int64_t j1) {
   if (m <= kGemvMaxRows) return GemvBf16Avx512(m, xs, w, k, out, n, accumulate, j0, j1);
-  const int64_t cols = Avx512Columns(k), block = std::max<int64_t>(8, (int64_t{8} << 10) / k / 8 * 8);
+  const int64_t row_bytes = k * static_cast<int64_t>(sizeof(uint16_t));
+  const int64_t cols = Avx512Columns(k), block = std::max<int64_t>(8, kGemvPassBlockBytes / row_bytes / 8 * 8);
   for (int64_t b = j0; b < j1; b += block) {
     for (int64_t r = 0; r < m; r += kGemvMaxRows) {
       GemvBf16Avx512(std::min(kGemvMaxRows, m - r), xs + r * cols, w, k, out + r * n, n, accumulate, b,
@@ -305,8 +315,7 @@ const uint16_t* AmxInput(const Context& ctx, const float* x, int64_t m, int64_t 
   const std::span<float> xp =
       cpu::ProjectionInputScratchForOverwrite(static_cast<size_t>(GemmAmxPackedSize(m, k) + 1) / 2);
   uint16_t* out = reinterpret_cast<uint16_t*>(xp.data());
-  cpu::ThreadPool* pool = m * k >= kMinParallelLayoutElements ? ctx.pool : nullptr;
-  cpu::ParallelFor(pool, GemmAmxPackPieces(m, k),
+  cpu::ParallelFor(LayoutPool(ctx, m, k), GemmAmxPackPieces(m, k),
                    [&](int64_t begin, int64_t end) { PackForGemmAmx(x, m, k, out, begin, end); });
   return out;
 }
@@ -410,8 +419,7 @@ void SmallGemm(const Context& ctx, const float* x, int64_t m, int64_t k, std::sp
                bool accumulate) {
   // Every lane is written by the transpose: no zeroing first.
   const std::span<float> xt = cpu::ProjectionInputScratchForOverwrite(static_cast<size_t>(k * GemmLanes(m)));
-  cpu::ThreadPool* pool = m * k >= kMinParallelLayoutElements ? ctx.pool : nullptr;
-  cpu::ParallelFor(pool, GemmTransposePieces(k),
+  cpu::ParallelFor(LayoutPool(ctx, m, k), GemmTransposePieces(k),
                    [&](int64_t begin, int64_t end) { TransposeForGemm(x, m, k, xt.data(), begin, end); });
   auto rows_of = [m](const LinearGroupItem& item) { return SmallGemmBlockRows(*item.w, m); };
   ForGroupBlocks(ctx, items, m, k, rows_of, [&](const LinearGroupItem& item, int64_t j0, int64_t j1) {
