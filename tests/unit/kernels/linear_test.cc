@@ -356,11 +356,8 @@ TEST(LinearAmxTest, PackSplitsXIntoThreeBf16PartsInTileLayout) {
 // The small-m GEMMs' transpose of x: xt [k, lanes] holds x's column c under row c, zeros past m; done
 // in uneven ranges of pieces (as threads do it) it is the same, element for element.
 TEST(LinearGemmTransposeTest, TransposesXAndItsPiecesAgree) {
-  std::mt19937 rng(7);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   for (auto [m, k] : {std::pair<int64_t, int64_t>{9, 256}, {16, 33}, {32, 7}, {61, 70}}) {
-    std::vector<float> x(m * k);
-    for (float& v : x) v = u(rng);
+    const std::vector<float> x = RandomVector(m * k, static_cast<uint32_t>(m + k));
     const int64_t lanes = internal::GemmLanes(m), pieces = internal::GemmTransposePieces(k);
     ASSERT_EQ(pieces, (k + 7) / 8);
     std::vector<float> whole(k * lanes, -7.0f), split(k * lanes, -7.0f);
