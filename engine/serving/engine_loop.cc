@@ -136,6 +136,8 @@ void Engine::RunStep(const StepPlan& plan) {
     }
     EmitToken(r, row);
   }
+  // The step's token events were pushed quietly: each consumer is woken once they are all queued.
+  for (Request* r : plan.requests) r->channel->WakeConsumer();
 }
 
 void Engine::CollectPromptLogprobs(Request* r, const SequenceChunk& chunk, std::span<const float> scored,
@@ -171,7 +173,7 @@ void Engine::EmitToken(Request* r, std::span<const float> logits) {
     Finish(r, std::move(e));
   } else {
     r->next_input = tok.id;
-    r->channel->Push(std::move(e));  // room was checked when the step was planned
+    r->channel->PushQuietly(std::move(e));  // room was checked when the step was planned; woken in RunStep
   }
 }
 

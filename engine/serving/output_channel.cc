@@ -41,14 +41,27 @@ bool OutputChannel::HasRoom() const {
 }
 
 bool OutputChannel::Push(OutputEvent event) {
+  if (!PushQuietly(std::move(event))) return false;
+  WakeConsumer();
+  return true;
+}
+
+bool OutputChannel::PushQuietly(OutputEvent event) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (closed_ || events_.size() >= capacity_) return false;
+  events_.push_back(std::move(event));
+  unannounced_ = true;
+  return true;
+}
+
+void OutputChannel::WakeConsumer() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (closed_ || events_.size() >= capacity_) return false;
-    events_.push_back(std::move(event));
+    if (!unannounced_) return;
+    unannounced_ = false;
   }
   cv_.notify_all();
   NotifyListener();
-  return true;
 }
 
 void OutputChannel::Finish(OutputEvent event) {
@@ -57,6 +70,7 @@ void OutputChannel::Finish(OutputEvent event) {
     if (closed_) return;
     events_.push_back(std::move(event));
     closed_ = true;
+    unannounced_ = false;  // woken below, for every event
   }
   cv_.notify_all();
   NotifyListener();

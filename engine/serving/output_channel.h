@@ -70,8 +70,16 @@ class OutputChannel {
   // Producer: whether one more non-final event fits (the engine loop checks before scheduling work
   // that produces a token, so Push never fails for want of room).
   bool HasRoom() const;
-  // Producer: appends a non-final event; false (event dropped) if full or already closed.
+  // Producer: appends a non-final event and wakes the consumer; false (event dropped) if full or
+  // already closed.
   bool Push(OutputEvent event);
+  // Producer: Push without waking the consumer. A producer that pushes to many channels at once (the
+  // engine loop, one event per request per step) calls WakeConsumer on each afterwards, so that a
+  // consumer thread woken by the first does not run, and sleep again, between the producer's pushes.
+  bool PushQuietly(OutputEvent event);
+  // Producer: wakes the consumer (a blocked Next, the listener) if events pushed quietly since the
+  // last wake are waiting; otherwise does nothing.
+  void WakeConsumer();
   // Producer: appends the final event regardless of capacity and closes the channel; no-op if
   // already closed.
   void Finish(OutputEvent event);
@@ -111,6 +119,7 @@ class OutputChannel {
   std::function<void()> listener_;
   std::deque<OutputEvent> events_;
   bool closed_ = false;     // the final event was pushed
+  bool unannounced_ = false;  // PushQuietly added events the consumer was not woken for
   bool cancelled_ = false;  // the consumer gave up
 };
 

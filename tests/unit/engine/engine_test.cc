@@ -4,9 +4,12 @@
 #include "engine/serving/engine.h"
 
 #include <algorithm>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "engine/serving/prompt_logprobs.h"
@@ -390,6 +393,54 @@ TEST(EngineTest, BackpressureSkipsAFullChannelOnly) {
   Result rs = Collect(*slow);
   ASSERT_TRUE(rs.status.ok()) << rs.status;
   EXPECT_EQ(rs.tokens, Greedy(*f.fake, slow_prompt, 40));
+  EXPECT_EQ(f.fake->violations(), 0);
+}
+
+// A step's consumers are woken after all of its token events are queued: a listener woken by one
+// request's token already finds the other decoding request's token of the same step (one wake-up of a
+// shared consumer a step, as a front end's event loop gets, not one per request).
+TEST(EngineTest, ListenersRunAfterTheWholeStepIsQueued) {
+  Fixture f = Make(2, 64);
+  f.fake->PauseAtStep(0);
+  auto a = MustSubmit(*f.engine, Spec(Prompt(5, 1), 12));
+  ASSERT_TRUE(f.fake->WaitBlocked());
+  auto b = MustSubmit(*f.engine, Spec(Prompt(5, 2), 6));  // joins at step 1; a runs on after b ends
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::pair<int, int>> calls;  // per listener call: token events drained from a, from b
+  int finals = 0;
+  auto drain = [&](RequestHandle& h, int* tokens) {
+    for (auto e = h.TryNext(); e; e = h.TryNext()) {
+      if (e->is_final()) {
+        ++finals;
+      } else {
+        ++*tokens;
+      }
+    }
+  };
+  auto listener = [&] {
+    std::lock_guard<std::mutex> lock(mu);
+    int from_a = 0, from_b = 0;
+    drain(*a, &from_a);
+    drain(*b, &from_b);
+    calls.emplace_back(from_a, from_b);
+    cv.notify_all();
+  };
+  a->OnOutput(listener);
+  b->OnOutput(listener);
+  f.fake->Resume();
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(60), [&] { return finals == 2; }));
+  }
+  a->OnOutput(nullptr);
+  b->OnOutput(nullptr);
+  int b_tokens = 0;
+  for (const auto& [from_a, from_b] : calls) {
+    b_tokens += from_b;
+    if (from_b > 0) EXPECT_EQ(from_a, from_b) << "b's token was delivered without a's of the same step";
+  }
+  EXPECT_EQ(b_tokens, 5) << "b's sixth token is its final event";
   EXPECT_EQ(f.fake->violations(), 0);
 }
 

@@ -126,6 +126,47 @@ TEST(OutputChannelTest, ListenerIsCalledOnEveryEventUntilRemoved) {
   EXPECT_EQ(empty, 0) << "nothing queued: no call";
 }
 
+// PushQuietly queues without waking anyone; WakeConsumer then wakes once for all of them (listener and a
+// blocked Next), and again only after another quiet push. Finish wakes on its own.
+TEST(OutputChannelTest, QuietPushesWakeTheConsumerOnceOnWakeConsumer) {
+  OutputChannel ch(8, std::make_shared<LoopWaker>());
+  int calls = 0;
+  ch.SetListener([&calls] { ++calls; });
+  OutputEvent e;
+  e.token_id = 7;
+  ASSERT_TRUE(ch.PushQuietly(e));
+  ASSERT_TRUE(ch.PushQuietly(e));
+  EXPECT_EQ(calls, 0) << "a quiet push called the listener";
+  EXPECT_EQ(ch.size(), 2u);
+  ch.WakeConsumer();
+  EXPECT_EQ(calls, 1);
+  ch.WakeConsumer();
+  EXPECT_EQ(calls, 1) << "nothing new since the last wake";
+  ASSERT_TRUE(ch.Next(kTimeout).ok());
+  ASSERT_TRUE(ch.Next(kTimeout).ok());
+
+  ch.SetListener(nullptr);
+  std::atomic<bool> got{false};
+  std::thread consumer([&] {
+    absl::StatusOr<OutputEvent> next = ch.Next(kTimeout);
+    got = next.ok() && next->token_id == 7;
+  });
+  ASSERT_TRUE(ch.PushQuietly(e));
+  ch.WakeConsumer();
+  consumer.join();
+  EXPECT_TRUE(got);
+
+  ch.SetListener([&calls] { ++calls; });
+  ASSERT_TRUE(ch.PushQuietly(e));  // queued: SetListener above did not see it, the next wake does
+  OutputEvent fin;
+  fin.finish = FinishReason::kLength;
+  ch.Finish(fin);
+  EXPECT_EQ(calls, 2);
+  ch.WakeConsumer();
+  EXPECT_EQ(calls, 2) << "Finish had already woken the consumer for every event";
+  EXPECT_FALSE(ch.PushQuietly(e)) << "closed";
+}
+
 // SetListener(nullptr) waits for a running call of the old listener, so what it captured may be
 // freed right after.
 TEST(OutputChannelTest, RemovingTheListenerWaitsForARunningCall) {
