@@ -20,6 +20,11 @@ class SentencePieceModel {
   virtual std::string Encode(std::string_view text, std::vector<int>* ids) const = 0;
   // Decodes in-vocabulary `ids` into `text`; returns an empty string on success, else the error.
   virtual std::string Decode(const std::vector<int>& ids, std::string* text) const = 0;
+  // For each id in [0, PieceSize()): whether the text it decodes to is fixed wherever it follows
+  // non-empty decoded text (a normal piece, or a byte piece of an ASCII byte) and that text ("▁" as
+  // a space, the byte as itself) in `surface`; other ids (control, unknown, unused, non-ASCII bytes)
+  // get false and an empty surface.
+  virtual void ContinuationSurfaces(std::vector<std::string>* surface, std::vector<char>* known) const = 0;
   virtual int PieceSize() const = 0;
   virtual int BosId() const = 0;
   virtual int EosId() const = 0;
@@ -30,7 +35,7 @@ class SentencePieceModel {
 using NewSentencePieceModelFn = SentencePieceModel* (*)(int abi_version);
 inline constexpr char kNewSentencePieceModelSymbol[] = "mcserve_new_sentencepiece_model";
 // Bumped whenever SentencePieceModel changes.
-inline constexpr int kSentencePieceModuleAbi = 1;
+inline constexpr int kSentencePieceModuleAbi = 2;
 // The module's file name.
 inline constexpr char kSentencePieceModuleName[] = "libmcserve_sentencepiece.so";
 // The environment variable that names the module's path (overrides the search).

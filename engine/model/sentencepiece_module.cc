@@ -1,6 +1,7 @@
 // libmcserve_sentencepiece.so: SentencePiece behind SentencePieceModel (sentencepiece_model.h), the
 // only code that links libsentencepiece. Not part of mcserve_engine. No Abseil header may be included
 // here (Debian's sentencepiece_processor.h declares its own absl::string_view).
+#include <cstdlib>
 #include <exception>
 #include <memory>
 
@@ -9,6 +10,21 @@
 
 namespace mcserve::engine::internal {
 namespace {
+
+// `piece` with every "▁" (U+2581, SentencePiece's whitespace symbol) as a space.
+std::string ReplaceSpaceSymbol(const std::string& piece) {
+  static constexpr char kSpaceSymbol[] = "\xE2\x96\x81";
+  std::string out;
+  for (size_t i = 0; i < piece.size();) {
+    if (piece.compare(i, 3, kSpaceSymbol) == 0) {
+      out += ' ';
+      i += 3;
+    } else {
+      out += piece[i++];
+    }
+  }
+  return out;
+}
 
 class SentencePieceModelImpl final : public SentencePieceModel {
  public:
@@ -44,6 +60,28 @@ class SentencePieceModelImpl final : public SentencePieceModel {
       return std::string("decode failed: ") + e.what();
     } catch (...) {
       return "decode failed: unknown exception";
+    }
+  }
+
+  void ContinuationSurfaces(std::vector<std::string>* surface, std::vector<char>* known) const override {
+    const int n = processor_.GetPieceSize();
+    surface->assign(n, std::string());
+    known->assign(n, 0);
+    try {
+      for (int id = 0; id < n; ++id) {
+        if (processor_.IsControl(id) || processor_.IsUnknown(id) || processor_.IsUnused(id)) continue;
+        const std::string piece = processor_.IdToPiece(id);
+        if (processor_.IsByte(id)) {  // "<0xNN>"
+          const unsigned long byte = piece.size() == 6 ? std::strtoul(piece.substr(3, 2).c_str(), nullptr, 16) : 0x80;
+          if (byte >= 0x80) continue;
+          (*surface)[id] = std::string(1, static_cast<char>(byte));
+        } else {
+          (*surface)[id] = ReplaceSpaceSymbol(piece);
+        }
+        (*known)[id] = 1;
+      }
+    } catch (...) {
+      known->assign(n, 0);
     }
   }
 

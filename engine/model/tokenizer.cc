@@ -15,6 +15,8 @@ namespace mcserve::engine {
 struct Tokenizer::Impl {
   std::string path;
   std::unique_ptr<internal::SentencePieceModel> model;  // from the SentencePiece module
+  std::vector<std::string> surface;  // [vocab] ContinuationSurface's text, where known
+  std::vector<char> known;           // [vocab] whether it is known (all 0 if the check at load failed)
 };
 
 namespace {
@@ -98,7 +100,35 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Load(const std::string& pa
   if (std::string error = impl->model->Load(path); !error.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("cannot load SentencePiece model ", path, ": ", error));
   }
-  return std::unique_ptr<Tokenizer>(new Tokenizer(std::move(impl)));
+  impl->model->ContinuationSurfaces(&impl->surface, &impl->known);
+  auto tokenizer = std::unique_ptr<Tokenizer>(new Tokenizer(std::move(impl)));
+  tokenizer->CheckContinuationSurfaces();
+  return tokenizer;
+}
+
+void Tokenizer::CheckContinuationSurfaces() {
+  // One Decode of an anchor piece followed by every known id must be the anchor's text followed by
+  // their surfaces; otherwise (a model whose decoding does more, e.g. denormalisation rules) no
+  // surface is trusted and every Push decodes.
+  std::vector<int32_t> ids;
+  std::string expected;
+  for (size_t id = 0; id < impl_->known.size(); ++id) {
+    if (!impl_->known[id]) continue;
+    if (ids.empty() && impl_->surface[id].find_first_not_of(' ') == std::string::npos) continue;
+    if (!ids.empty()) expected += impl_->surface[id];
+    ids.push_back(static_cast<int32_t>(id));
+  }
+  if (ids.empty()) return;
+  absl::StatusOr<std::string> anchor = Decode(std::span<const int32_t>(ids).first(1));
+  absl::StatusOr<std::string> all = Decode(ids);
+  if (!anchor.ok() || anchor->empty() || !all.ok() || *all != *anchor + expected) {
+    impl_->known.assign(impl_->known.size(), 0);
+  }
+}
+
+const std::string* Tokenizer::ContinuationSurface(int32_t id) const {
+  if (id < 0 || static_cast<size_t>(id) >= impl_->known.size() || !impl_->known[id]) return nullptr;
+  return &impl_->surface[id];
 }
 
 absl::StatusOr<std::vector<int32_t>> Tokenizer::Encode(std::string_view text, bool add_bos) const {
@@ -184,6 +214,15 @@ absl::Status IncrementalDetokenizer::SetContext(std::span<const int32_t> prompt_
 }
 
 absl::StatusOr<std::string> IncrementalDetokenizer::Push(int32_t id) {
+  // After settled, non-empty text a fixed piece adds exactly its surface: Decode(window + id) =
+  // Decode(window) + surface. The window grows until it is due to shrink, then that Push decodes.
+  if (settled_ && any_text_ && window_.size() + 1 < kShrinkAt) {
+    if (const std::string* surface = tokenizer_->ContinuationSurface(id)) {
+      window_.push_back(id);
+      emitted_bytes_ += surface->size();
+      return *surface;
+    }
+  }
   window_.push_back(id);
   absl::StatusOr<std::string> text = tokenizer_->Decode(window_);
   if (!text.ok()) {
@@ -197,6 +236,7 @@ absl::StatusOr<std::string> IncrementalDetokenizer::Push(int32_t id) {
     emitted_bytes_ = stable;
     any_text_ = true;
   }
+  settled_ = emitted_bytes_ == text->size();
   if (stable == text->size()) ShrinkWindow(*text);
   return delta;
 }
@@ -236,6 +276,7 @@ std::string IncrementalDetokenizer::Flush() {
   if (!text.ok() || text->size() <= emitted_bytes_) return std::string();
   std::string rest = text->substr(emitted_bytes_);
   emitted_bytes_ = text->size();
+  settled_ = true;
   if (!rest.empty()) any_text_ = true;
   return rest;
 }

@@ -26,6 +26,11 @@ class Tokenizer {
   // Text of `ids` (ids outside the vocabulary → InvalidArgument).
   absl::StatusOr<std::string> Decode(std::span<const int32_t> ids) const;
 
+  // The text `id` adds wherever it follows non-empty decoded text, when that text is fixed (a normal
+  // piece or an ASCII byte piece, checked against Decode at load); null for other or bad ids, which
+  // only Decode over their neighbours tells.
+  const std::string* ContinuationSurface(int32_t id) const;
+
   int32_t vocab_size() const;
   int32_t bos_id() const;
   int32_t eos_id() const;
@@ -33,13 +38,17 @@ class Tokenizer {
   struct Impl;
  private:
   explicit Tokenizer(std::unique_ptr<Impl> impl);
+  // At load: keeps the module's continuation surfaces only if Decode agrees with them.
+  void CheckContinuationSurfaces();
   std::unique_ptr<Impl> impl_;
 };
 
 // Turns a growing list of generated ids into text deltas; holds back bytes of an incomplete
 // UTF-8 character until it completes. The concatenated deltas plus Flush() equal Decode(all ids).
 // Each Push decodes only a bounded window (the ids since the last fully emitted point plus a few
-// ids of left context), so a stream costs O(n), not O(n²). One instance per stream; not thread-safe.
+// ids of left context), so a stream costs O(n), not O(n²); a piece whose text is fixed
+// (Tokenizer::ContinuationSurface) after settled text is appended without decoding, the window
+// decoded again only when it is due to shrink. One instance per stream; not thread-safe.
 class IncrementalDetokenizer {
  public:
   explicit IncrementalDetokenizer(const Tokenizer* tokenizer) : tokenizer_(tokenizer) {}
@@ -61,6 +70,7 @@ class IncrementalDetokenizer {
   std::vector<int32_t> window_;  // the last ids of the stream: context + not yet final ones
   size_t emitted_bytes_ = 0;     // bytes of Decode(window_) already handed out (or context)
   bool any_text_ = false;        // the stream's text so far is non-empty
+  bool settled_ = true;          // emitted_bytes_ is all of Decode(window_): nothing held back
 };
 
 // True if `s` is well-formed UTF-8 (no overlongs, surrogates or code points above U+10FFFF).

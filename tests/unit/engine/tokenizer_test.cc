@@ -133,6 +133,30 @@ TEST_F(TokenizerTest, DecodeRejectsOutOfVocabularyIds) {
   EXPECT_TRUE(HasError(tokenizer_->Decode(std::vector<int32_t>{-1}).status(), kInvalid, {"token id -1"}));
 }
 
+// Normal pieces and ASCII byte pieces have a fixed continuation text (what they add after other
+// text, "▁" as a space); control pieces, non-ASCII bytes and bad ids have none.
+TEST_F(TokenizerTest, ContinuationSurfacesOfPieces) {
+  const std::vector<int32_t> hello = MustEncode("hello world", false);  // "▁hello" ... (the dummy prefix)
+  std::string joined;
+  for (int32_t id : hello) {
+    const std::string* surface = tokenizer_->ContinuationSurface(id);
+    ASSERT_NE(surface, nullptr) << "piece " << id;
+    joined += *surface;
+  }
+  EXPECT_EQ(joined, " hello world");
+  const std::vector<int32_t> a = MustEncode("\x01", false);  // no piece but its byte
+  ASSERT_FALSE(a.empty());
+  ASSERT_NE(tokenizer_->ContinuationSurface(a.back()), nullptr);
+  EXPECT_EQ(*tokenizer_->ContinuationSurface(a.back()), "\x01");
+  const std::vector<int32_t> emoji = MustEncode("\xF0\x9F\x98\x80", false);  // "▁", four byte pieces
+  ASSERT_GE(emoji.size(), 4u);
+  for (size_t i = emoji.size() - 4; i < emoji.size(); ++i) EXPECT_EQ(tokenizer_->ContinuationSurface(emoji[i]), nullptr);
+  EXPECT_EQ(tokenizer_->ContinuationSurface(tokenizer_->bos_id()), nullptr);
+  EXPECT_EQ(tokenizer_->ContinuationSurface(tokenizer_->eos_id()), nullptr);
+  EXPECT_EQ(tokenizer_->ContinuationSurface(-1), nullptr);
+  EXPECT_EQ(tokenizer_->ContinuationSurface(tokenizer_->vocab_size()), nullptr);
+}
+
 // Pushes ids one at a time; every delta is valid UTF-8 and the deltas concatenate to Decode(ids).
 void ExpectIncrementalMatchesFull(const Tokenizer& tokenizer, const std::vector<int32_t>& ids,
                                   int* empty_deltas = nullptr) {
