@@ -1,7 +1,8 @@
 // Engine: the loop thread — reaping cancelled and stalled requests, running each step's batch,
 // sampling and sending tokens, finishing requests.
 #include <algorithm>
-#include <cmath>
+#include <bit>
+#include <cstdint>
 #include <span>
 #include <utility>
 
@@ -19,12 +20,13 @@ constexpr absl::Duration kBeginRetry = absl::Milliseconds(2);
 
 bool IsDone(const std::unique_ptr<Request>& r) { return r->phase == RequestPhase::kDone; }
 
-// True when no logit is NaN or ±infinity.
+// True when no logit is NaN or ±infinity (exponent bits all set). One pass without an early exit, so
+// that it vectorises: a batch of 64 rows of a 4K vocabulary is checked every step.
 bool AllFinite(std::span<const float> logits) {
-  for (float x : logits) {
-    if (!std::isfinite(x)) return false;
-  }
-  return true;
+  constexpr uint32_t kExponent = 0x7f800000u;
+  uint32_t non_finite = 0;
+  for (float x : logits) non_finite |= (std::bit_cast<uint32_t>(x) & kExponent) == kExponent;
+  return non_finite == 0;
 }
 
 }  // namespace

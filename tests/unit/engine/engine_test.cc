@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -394,6 +395,34 @@ TEST(EngineTest, BackpressureSkipsAFullChannelOnly) {
   ASSERT_TRUE(rs.status.ok()) << rs.status;
   EXPECT_EQ(rs.tokens, Greedy(*f.fake, slow_prompt, 40));
   EXPECT_EQ(f.fake->violations(), 0);
+}
+
+// A row with a NaN or an infinity anywhere (first, last, in between) ends its own request with an
+// error naming it; the clean request in the same batches goes on.
+TEST(EngineTest, ANonFiniteLogitEndsOnlyItsRequest) {
+  Fixture f = Make(4, 64);
+  const int64_t vocab = Tok().vocab_size();
+  const std::vector<std::pair<int64_t, float>> bad = {{0, std::numeric_limits<float>::quiet_NaN()},
+                                                      {vocab - 1, std::numeric_limits<float>::infinity()},
+                                                      {vocab / 2 + 1, -std::numeric_limits<float>::infinity()}};
+  std::vector<std::shared_ptr<RequestHandle>> handles;
+  for (size_t i = 0; i < bad.size(); ++i) {
+    std::vector<int32_t> prompt = Prompt(4, static_cast<int>(i));
+    prompt.back() = static_cast<int32_t>(300 + i);  // the last prompt token poisons the row
+    f.fake->SetNonFiniteLogit(prompt.back(), bad[i].first, bad[i].second);
+    handles.push_back(MustSubmit(*f.engine, Spec(prompt, 5)));
+  }
+  const std::vector<int32_t> clean = Prompt(4, 9);
+  auto ok = MustSubmit(*f.engine, Spec(clean, 5));
+  for (size_t i = 0; i < handles.size(); ++i) {
+    Result r = Collect(*handles[i]);
+    EXPECT_EQ(r.final_event.finish, FinishReason::kError) << i;
+    EXPECT_NE(r.final_event.error.message().find("non-finite"), std::string::npos) << r.final_event.error;
+    EXPECT_TRUE(r.tokens.empty()) << i;
+  }
+  Result r = Collect(*ok);
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(r.tokens, Greedy(*f.fake, clean, 5));
 }
 
 // A step's consumers are woken after all of its token events are queued: a listener woken by one

@@ -146,6 +146,9 @@ class FakeModelRunner : public ModelRunner {
       if (batch[i].all_logits) h.resize(h.size() - (batch[i].tokens.size() - 1));
       h.insert(h.end(), batch[i].tokens.begin(), batch[i].tokens.end());
       FillLogits(h, prompt_size, std::span<float>(out.logits.data() + i * options_.vocab, options_.vocab));
+      if (auto it = non_finite_.find(h.back()); it != non_finite_.end()) {
+        out.logits[i * options_.vocab + it->second.first] = it->second.second;
+      }
     }
     return out;
   }
@@ -205,6 +208,11 @@ class FakeModelRunner : public ModelRunner {
   void SetBeginFailure(int32_t token) {
     std::lock_guard<std::mutex> lock(mu_);
     fail_begin_token_ = token;
+  }
+  // A sequence whose latest token is `token` gets `value` (NaN, ±infinity) as logit `index` of its row.
+  void SetNonFiniteLogit(int32_t token, int64_t index, float value) {
+    std::lock_guard<std::mutex> lock(mu_);
+    non_finite_[token] = {index, value};
   }
   // Any step containing this token fails with INTERNAL.
   void SetPoisonToken(int32_t token) {
@@ -281,6 +289,7 @@ class FakeModelRunner : public ModelRunner {
   int32_t poison_token_ = -1;
   int32_t fail_begin_token_ = -1;
   std::map<int64_t, int32_t> forced_;
+  std::map<int32_t, std::pair<int64_t, float>> non_finite_;  // SetNonFiniteLogit
   std::vector<std::vector<int32_t>> begun_;
   int decode_missing_ = 0;
   int violations_ = 0;
