@@ -32,7 +32,7 @@ ABSL_FLAG(std::string, tls_cert, "", "PEM client certificate chain, for mutual T
 ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls-cert");
 ABSL_FLAG(std::string, tls_server_name, "", "Name to verify the server's certificate against");
 ABSL_FLAG(int64_t, num_prompts, 100, "Requests to send");
-ABSL_FLAG(int, max_concurrency, 0, "Most requests in flight (one client thread each); 0 = unlimited");
+ABSL_FLAG(int, max_concurrency, 0, "Most requests in flight; 0 = unlimited");
 ABSL_FLAG(double, request_rate, std::numeric_limits<double>::infinity(),
           "Mean requests/s (Poisson arrivals); inf = all at once");
 ABSL_FLAG(int64_t, input_len, 64, "Prompt tokens per request (random ids)");

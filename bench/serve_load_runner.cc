@@ -3,9 +3,11 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <memory>
 #include <mutex>
 #include <random>
 #include <thread>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -33,6 +35,11 @@ class InFlightLimit {
     --in_flight_;
     cv_.notify_all();
   }
+  // Blocks until no request is in flight. The dispatching thread.
+  void AwaitIdle() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return in_flight_ == 0; });
+  }
 
  private:
   const int limit_;
@@ -41,40 +48,52 @@ class InFlightLimit {
   int in_flight_ = 0;
 };
 
-}  // namespace
-
-RequestRecord TimeRequest(client::GenerationClient& client, const v1::GenerateRequest& request) {
-  RequestRecord record;
-  record.input_tokens = request.has_token_ids() ? request.token_ids().ids_size() : 0;
-  const Clock::time_point start = Clock::now();
+// One stream's clock. Its callbacks run one at a time (GenerateAsync), so it needs no lock.
+struct StreamTimer {
+  RequestRecord* record;
+  Clock::time_point start = Clock::now();
   Clock::time_point last = start;
-  auto on_chunk = [&](const v1::GenerateResponse& response) {
-    const int tokens = response.token_ids_size();
+
+  // A response arrived carrying `tokens` tokens.
+  void Chunk(int tokens) {
     if (tokens == 0) return;
     const Clock::time_point now = Clock::now();
-    if (record.output_tokens == 0) {
-      record.ttft = Seconds(start, now);
-      record.itls.insert(record.itls.end(), static_cast<size_t>(tokens - 1), 0.0);  // came with the first
+    if (record->output_tokens == 0) {
+      record->ttft = Seconds(start, now);
+      record->itls.insert(record->itls.end(), static_cast<size_t>(tokens - 1), 0.0);  // came with the first
     } else {
       const double gap = Seconds(last, now) / tokens;
-      record.itls.insert(record.itls.end(), static_cast<size_t>(tokens), gap);
+      record->itls.insert(record->itls.end(), static_cast<size_t>(tokens), gap);
     }
-    record.output_tokens += tokens;
+    record->output_tokens += tokens;
     last = now;
-  };
-  absl::StatusOr<v1::Completion> completion = client.Generate(request, on_chunk);
-  record.e2el = Seconds(start, Clock::now());
-  if (!completion.ok()) {
-    record.error = absl::StrCat(absl::StatusCodeToString(completion.status().code()), ": ",
-                                completion.status().message());
-    return record;
   }
-  if (record.output_tokens == 0) {
-    record.error = "no token was generated";
-    return record;
+
+  // The stream ended with `status`.
+  void Done(const absl::Status& status) {
+    record->e2el = Seconds(start, Clock::now());
+    if (!status.ok()) {
+      record->error = absl::StrCat(absl::StatusCodeToString(status.code()), ": ", status.message());
+    } else if (record->output_tokens == 0) {
+      record->error = "no token was generated";
+    } else {
+      record->ok = true;
+    }
   }
-  record.ok = true;
-  return record;
+};
+
+}  // namespace
+
+void StartTimedRequest(client::GenerationClient& client, const v1::GenerateRequest& request, RequestRecord* record,
+                       std::function<void()> on_done) {
+  record->input_tokens = request.has_token_ids() ? request.token_ids().ids_size() : 0;
+  auto timer = std::make_shared<StreamTimer>(StreamTimer{.record = record});
+  client.GenerateAsync(
+      request, [timer](const v1::GenerateResponse& response) { timer->Chunk(response.token_ids_size()); },
+      [timer, on_done = std::move(on_done)](absl::StatusOr<v1::Completion> completion) {
+        timer->Done(completion.status());
+        on_done();
+      });
 }
 
 LoadResult RunLoad(client::GenerationClient& client, const std::vector<v1::GenerateRequest>& requests,
@@ -85,22 +104,17 @@ LoadResult RunLoad(client::GenerationClient& client, const std::vector<v1::Gener
   const bool poisson = std::isfinite(plan.request_rate) && plan.request_rate > 0;
   std::exponential_distribution<double> interval(poisson ? plan.request_rate : 1.0);
   InFlightLimit limit(plan.max_concurrency);
-  std::vector<std::thread> streams;
-  streams.reserve(requests.size());
   const Clock::time_point start = Clock::now();
   Clock::time_point arrival = start;
   for (size_t i = 0; i < requests.size(); ++i) {
     std::this_thread::sleep_until(arrival);
     limit.Acquire();
-    streams.emplace_back([&, i] {
-      result.records[i] = TimeRequest(client, requests[i]);
-      limit.Release();
-    });
+    StartTimedRequest(client, requests[i], &result.records[i], [&limit] { limit.Release(); });
     if (poisson) {
       arrival += std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(interval(rng)));
     }
   }
-  for (std::thread& t : streams) t.join();
+  limit.AwaitIdle();
   result.duration = Seconds(start, Clock::now());
   return result;
 }

@@ -1,8 +1,11 @@
 // serve_load's load: sends requests over one GenerationClient with Poisson arrivals and/or a cap on
-// the requests in flight (one thread per stream), timing each on the client with steady_clock.
+// the requests in flight, timing each on the client with steady_clock. The streams are read on gRPC's
+// callback threads (GenerateAsync), not a thread each, so that the load generator takes as little as
+// it can of the cores it shares with the server it measures.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "bench/serve_load_metrics.h"
@@ -10,9 +13,11 @@
 
 namespace mcserve::bench {
 
-// Streams one request and times it (TTFT, per-token ITL, E2EL from the moment it is sent). The
-// calling thread; the client may be shared.
-RequestRecord TimeRequest(client::GenerationClient& client, const v1::GenerateRequest& request);
+// Starts streaming one request, timing it into `*record` (TTFT, per-token ITL, E2EL from the moment
+// it is sent), and returns at once; `on_done` runs once it has ended and `*record` is complete (a
+// gRPC thread). The client and `*record` must outlive the stream. Any thread.
+void StartTimedRequest(client::GenerationClient& client, const v1::GenerateRequest& request, RequestRecord* record,
+                       std::function<void()> on_done);
 
 // When requests are sent.
 struct LoadPlan {

@@ -81,10 +81,11 @@ absl::StatusOr<v1::Completion> GenerationClient::Generate(const v1::GenerateRequ
     if (on_chunk) on_chunk(response);
     if (response.has_complete()) completion = response.complete();
   }
-  const grpc::Status status = reader->Finish();
-  if (!status.ok()) return FromGrpcStatus(status);
-  if (!completion.has_value()) return absl::UnknownError("the stream ended without a completion");
-  return *std::move(completion);
+  return StreamResult(reader->Finish(), std::move(completion));
+}
+
+void GenerationClient::GenerateAsync(const v1::GenerateRequest& request, ChunkCallback on_chunk, DoneCallback on_done) {
+  (new GenerateReactor(NewContext(), request, std::move(on_chunk), std::move(on_done)))->Start(*stub_);
 }
 
 absl::Status GenerationClient::Abort(absl::string_view request_id) {

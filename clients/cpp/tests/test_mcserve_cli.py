@@ -2,7 +2,8 @@
 stream output equal to generate output, --json, info / server-info / tokenize / health, repeated
 --stop, abort by the server's request id from a second CLI process, Ctrl-C cancelling a stream, bad arguments
 (client- and server-side) naming the field, the API key, TLS with a server name override and mutual
-TLS, and a serve_load smoke run.
+TLS, and serve_load (whose streams are GenerationClient::GenerateAsync's): a smoke run, many streams at
+once, requests the server rejects, and a server killed mid-wave.
 
 Run by CTest (`cpp_client_test`), which sets $MCSERVE_SERVER, $MCSERVE_CLI and $MCSERVE_SERVE_LOAD
 (empty when the benchmarks are not built)."""
@@ -290,3 +291,48 @@ if SERVE_LOAD:
             assert (0 <= r[f"median_{metric}_ms"] <= r[f"p99_{metric}_ms"]) and r[f"mean_{metric}_ms"] >= 0, (metric, r)
             assert metric == "itl" or r[f"median_{metric}_ms"] > 0, (metric, r)
         assert r["mean_ttft_ms"] < r["mean_e2el_ms"] and r["errors"] == []
+
+    def serve_load(address, *args, timeout=60):
+        return subprocess.run([SERVE_LOAD, "--address", address, *args], capture_output=True, timeout=timeout)
+
+    def test_serve_load_many_streams_at_once(server, tmp_path):
+        # Unlimited concurrency: every stream in flight together, read by gRPC's threads.
+        out = tmp_path / "result.json"
+        run = serve_load(server.address, "--num-prompts", "24", "--input-len", "3", "--output-len", "7",
+                         "--seed", "5", "--json", str(out))
+        assert run.returncode == 0, run.stderr.decode()
+        r = json.loads(out.read_text())
+        assert r["completed"] == 24 and r["failed"] == 0 and r["total_output_tokens"] == 24 * 7, r
+        assert r["errors"] == [] and r["mean_ttft_ms"] > 0
+
+    def test_serve_load_reports_rejected_requests(server, tmp_path):
+        # max_tokens past the server's --max-tokens-limit: each stream ends with the server's
+        # INVALID_ARGUMENT, counted as failed, and the run exits 1 (nothing completed).
+        out = tmp_path / "result.json"
+        run = serve_load(server.address, "--num-prompts", "3", "--max-concurrency", "2", "--input-len", "2",
+                         "--output-len", str(LIMIT + 1), "--json", str(out))
+        assert run.returncode == 1, run.stderr.decode()
+        r = json.loads(out.read_text())
+        assert r["completed"] == 0 and r["failed"] == 3, r
+        assert all(e.startswith("INVALID_ARGUMENT: max_tokens") for e in r["errors"]), r["errors"]
+
+    def test_serve_load_ends_when_the_server_is_killed(tmp_path):
+        # Streams that will not finish by themselves; the server dies under them. Every stream must
+        # end (UNAVAILABLE or similar), and serve_load exit with what it has, not hang.
+        s = Server()
+        out = tmp_path / "result.json"
+        load = subprocess.Popen([SERVE_LOAD, "--address", s.address, "--num-prompts", "6", "--max-concurrency", "4",
+                                 "--input-len", "2", "--output-len", str(LIMIT), "--json", str(out)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            time.sleep(1.5)
+            assert load.poll() is None, load.stderr.read().decode()
+            s.proc.kill()
+            s.proc.wait(timeout=10)
+            _, err = load.communicate(timeout=30)
+        finally:
+            if load.poll() is None:
+                load.kill()
+        r = json.loads(out.read_text())
+        assert load.returncode == 1 and r["completed"] == 0 and r["failed"] == 6, (r, err.decode())
+        assert r["errors"] and all(e.split(":")[0] in ("UNAVAILABLE", "INTERNAL", "UNKNOWN") for e in r["errors"]), r
