@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "base/thread_name.h"
 
 namespace mcserve::engine {
 
@@ -34,6 +35,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<ModelRunn
   std::unique_ptr<Engine> e(new Engine(std::move(runner), tokenizer, options));
   e->PublishStats();
   e->thread_ = std::thread([p = e.get()] { p->Loop(); });
+  NameThread(e->thread_.native_handle(), "mcserve-engine");
   return e;
 }
 

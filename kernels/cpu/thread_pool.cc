@@ -1,5 +1,6 @@
 #include "kernels/cpu/thread_pool.h"
 
+#include "base/thread_name.h"
 #include "kernels/cpu/scratch.h"
 
 #include <cblas.h>
@@ -89,6 +90,7 @@ ThreadPool::ThreadPool(int num_threads) {
   for (int i = 0; i + 1 < num_threads; ++i) {
     const int cpu = cpus.empty() ? -1 : cpus[i];
     workers_.emplace_back([this, &started, cpu, lane = i + 1] {
+      NameThisThread("mcserve-pool");
       if (cpu >= 0) PinToCpu(cpu);
       ThreadScratch(0), OpScratch(0), ProjectionInputScratch(0);
       started.count_down();

@@ -12,6 +12,7 @@
 #include "engine/serving/prompt_logprobs.h"
 #include "gtest/gtest.h"
 #include "tests/unit/engine/engine_test_util.h"
+#include "tests/unit/thread_names.h"
 
 namespace mcserve::engine {
 namespace {
@@ -40,6 +41,15 @@ TEST(EngineTest, SubmitRejectsBadInputNamingTheProblem) {
     EXPECT_NE(h.status().message().find(c.message), std::string::npos) << c.name << ": " << h.status();
   }
   EXPECT_EQ(f.fake->begin_calls(), 0);
+}
+
+TEST(EngineTest, TheLoopThreadIsNamedForTopAndPerf) {
+  const int before = mcserve::testing::CountThreadsNamed("mcserve-engine");
+  {
+    Fixture f = Make(2, 64);
+    EXPECT_EQ(mcserve::testing::CountThreadsNamed("mcserve-engine"), before + 1);
+  }
+  EXPECT_EQ(mcserve::testing::CountThreadsNamed("mcserve-engine"), before);
 }
 
 TEST(EngineTest, CreateRejectsBudgetBelowSlots) {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/unit/thread_names.h"
 
 namespace mcserve::kernels::cpu {
 namespace {
@@ -55,6 +56,15 @@ TEST(ThreadPoolTest, NullPoolRunsInline) {
     EXPECT_EQ(end, 10);
   });
   EXPECT_EQ(calls, 1);
+}
+
+TEST(ThreadPoolTest, WorkersAreNamedForTopAndPerf) {
+  const int before = mcserve::testing::CountThreadsNamed("mcserve-pool");
+  {
+    ThreadPool pool(3);
+    EXPECT_EQ(mcserve::testing::CountThreadsNamed("mcserve-pool"), before + 2);  // the caller is the third
+  }
+  EXPECT_EQ(mcserve::testing::CountThreadsNamed("mcserve-pool"), before);
 }
 
 TEST(ThreadPoolTest, WorkRunsOnSeveralThreads) {
