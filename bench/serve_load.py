@@ -64,9 +64,10 @@ def median_by(results, key):
 def serve_load(binary, address, concurrency, a, vocab, seed, out_dir):
     """One wave of `concurrency` requests; `binary` is serve_load's path, or a command list ending in it."""
     out = os.path.join(out_dir, "serve_load_%d_%d.json" % (concurrency, seed))
-    cmd = ([binary] if isinstance(binary, str) else list(binary)) + ["--address", address, "--num-prompts", str(concurrency), "--max-concurrency", str(concurrency),
-           "--input-len", str(a.input_len), "--output-len", str(a.output_len), "--vocab-size", str(vocab),
-           "--seed", str(seed), "--json", out]
+    cmd = [binary] if isinstance(binary, str) else list(binary)
+    cmd += ["--address", address, "--num-prompts", str(concurrency), "--max-concurrency", str(concurrency),
+            "--input-len", str(a.input_len), "--output-len", str(a.output_len), "--vocab-size", str(vocab),
+            "--seed", str(seed), "--json", out]
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     with open(out) as f:
         result = json.load(f)
