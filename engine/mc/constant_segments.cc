@@ -48,6 +48,7 @@ absl::Status MemoryStage::RunConstant(McPass& pass) const {
     crosses_inside |= pieces.size() - first_piece > 1;
   }
   if (!crosses_inside) return RunPiece(pass, SubBatch::Whole(batch, pieces));
+  if (pass.online_done) return absl::InternalError("a pass whose online memory already ran crosses a segment");
   for (const PieceEntry& e : pieces) {
     MCSERVE_ASSIGN_OR_RETURN(SubBatch piece, SubBatch::Of(pass.ctx, batch, {e}));
     MCSERVE_RETURN_IF_ERROR(RunPiece(pass, piece));
@@ -56,10 +57,12 @@ absl::Status MemoryStage::RunConstant(McPass& pass) const {
 }
 
 absl::Status MemoryStage::RunPiece(const McPass& pass, const SubBatch& piece) const {
-  // 1. The online memory over the piece's rows.
-  Tensor out_rows = pass.out->Rows(piece.begin(), piece.end());
-  MCSERVE_RETURN_IF_ERROR(pass.rule.Run(pass.ctx, RowRange(piece.begin(), piece.end()), piece.layout(),
-                                        piece.first_positions(), pass.state, &out_rows));
+  // 1. The online memory over the piece's rows (unless it already ran: RunAfterOnline).
+  if (!pass.online_done) {
+    Tensor out_rows = pass.out->Rows(piece.begin(), piece.end());
+    MCSERVE_RETURN_IF_ERROR(pass.rule.Run(pass.ctx, RowRange(piece.begin(), piece.end()), piece.layout(),
+                                          piece.first_positions(), pass.state, &out_rows));
+  }
 
   // 2. Aggregate with the closed segments. The mean's weights differ per sequence, so it reads one
   // sequence at a time; the other aggregations read the whole piece at once.

@@ -30,6 +30,7 @@ struct McPass {
   kernels::Tensor q;      // [T, Hs, dk] the read-out query per state head
   kernels::Tensor u;      // [T, Hs, dk] the gate input per state head
   kernels::Tensor pools;  // [T, Hs, dk] the open segment's pool after each row
+  bool online_done = false;  // the rule's memory step already ran for every row (out holds o_on)
 };
 
 // A run of rows [begin, end) of sequence `seq` of the batch.

@@ -83,6 +83,25 @@ absl::Status MemoryStage::Run(const Context& ctx, const Tensor& x, const MemoryR
   return RunConstant(pass);
 }
 
+bool MemoryStage::AggregatesAfterOnline() const {
+  return !mc_ || mc_->segmentation == McSegmentation::kConstant;
+}
+
+absl::Status MemoryStage::RunAfterOnline(const Context& ctx, const Tensor& x, const MemoryRule& rule,
+                                         const MixerBatch& batch, LayerState& state, Tensor* o) const {
+  if (!AggregatesAfterOnline() || (mc_ && rule.ReadsOnlineWeights(mc_->aggregation)) ||
+      x.dim(0) != static_cast<int64_t>(batch.slots.size())) {
+    return absl::InternalError(absl::StrCat("layer ", layer_, ": MemoryStage::RunAfterOnline takes decode steps "
+                                            "with constant segments only"));
+  }
+  if (!mc_) return absl::OkStatus();
+  McPass pass{.ctx = ctx, .rule = rule, .batch = batch, .state = state, .out = o, .online_done = true};
+  MCSERVE_ASSIGN_OR_RETURN(auto qu, QueryAndGate(ctx, x, rule.query()));
+  pass.q = std::move(qu.first);
+  pass.u = std::move(qu.second);
+  return RunConstant(pass);
+}
+
 absl::StatusOr<std::pair<Tensor, Tensor>> MemoryStage::QueryAndGate(const Context& ctx, const Tensor& x,
                                                                      const Tensor& q) const {
   MCSERVE_ASSIGN_OR_RETURN(Tensor q_state, ExpandHeads(ctx, q, shape_.state_heads));

@@ -67,6 +67,16 @@ class MemoryStage {
   // layer input (for u_proj); the rule's query() and keys() are the read-out query and pooled keys.
   absl::Status Run(const kernels::Context& ctx, const kernels::Tensor& x, const MemoryRule& rule,
                    const MixerBatch& batch, LayerState& state, kernels::Tensor* o) const;
+  // Memory Caching over a decode step whose online memory has already run: `rule`'s memory step
+  // (update and read-out) ran for every row, e.g. fused into DeltaDecode, and o [T, Hs, V] holds its
+  // read-out. Pools the open segments, aggregates o with the checkpoints and freezes the segments the
+  // step closes: what Run does after the rule. Only where AggregatesAfterOnline(), with one token per
+  // sequence and a rule whose read-out does not need the online memory row by row (the matrix
+  // memories'); Internal error otherwise.
+  absl::Status RunAfterOnline(const kernels::Context& ctx, const kernels::Tensor& x, const MemoryRule& rule,
+                              const MixerBatch& batch, LayerState& state, kernels::Tensor* o) const;
+  // Whether RunAfterOnline takes a decode step: no MC, or MC with constant segments.
+  bool AggregatesAfterOnline() const;
   // True when this layer caches (config.memory_caching covers it).
   bool caches() const { return mc_.has_value(); }
 
@@ -77,7 +87,8 @@ class MemoryStage {
                                                                            const kernels::Tensor& q) const;
 
   // Constant segmentation (constant_segments.cc): pools the open segments, cuts the batch into
-  // pieces that end where segments close, runs each piece and closes its segments.
+  // pieces that end where segments close, runs each piece and closes its segments. With
+  // pass.online_done, the batch must be one piece per sequence (a decode step).
   absl::Status RunConstant(McPass& pass) const;
   absl::Status RunPiece(const McPass& pass, const SubBatch& piece) const;
   // Freezes the segment whose last row `entry` computed and, in independent mode, restarts the memory.

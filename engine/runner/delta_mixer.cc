@@ -67,7 +67,7 @@ class DeltaMixer : public Mixer {
       const DecodeGates decode_gates{.beta_logits = b_proj_ ? &projected[3] : nullptr, .beta_scale = beta_scale_,
                                      .decay_logits = gated_ ? &projected[2 + num_gates] : nullptr,
                                      .a_log = gated_ ? &a_log_ : nullptr, .dt_bias = gated_ ? &dt_bias_ : nullptr};
-      return core_.FinishDecode(ctx, projected, decode_gates, batch, state, out);
+      return core_.FinishDecode(ctx, x, projected, decode_gates, batch, state, out);
     }
     MCSERVE_ASSIGN_OR_RETURN(DeltaStyleCore::Inputs in,
                              core_.Project(ctx, x, batch, state, kernels::TensorPtrList(gates.begin(), gates.end())));

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "engine/mc/linear_rule.h"
 
 namespace mcserve::engine {
 
@@ -182,7 +183,8 @@ bool DecodeFusionOffForTesting() { return decode_fusion_off.load(std::memory_ord
 constexpr size_t kMaxFusedDecodeSequences = 1;
 
 bool DeltaStyleCore::FusesDecode(const Context& ctx, const MixerBatch& batch, int64_t tokens) const {
-  return ctx.device == kernels::Device::kCpu && !memory.caches() && qkv.FusesDecode() &&
+  return ctx.device == kernels::Device::kCpu && memory.AggregatesAfterOnline() &&
+         qkv.FusesDecode() &&
          batch.slots.size() <= kMaxFusedDecodeSequences && tokens == static_cast<int64_t>(batch.slots.size()) &&
          !DecodeFusionOffForTesting();
 }
@@ -194,7 +196,7 @@ absl::StatusOr<kernels::TensorList> DeltaStyleCore::ProjectDecode(const Context&
   return qkv.Project(ctx, x, extra);
 }
 
-absl::Status DeltaStyleCore::FinishDecode(const Context& ctx, const kernels::TensorList& projected,
+absl::Status DeltaStyleCore::FinishDecode(const Context& ctx, const Tensor& x, const kernels::TensorList& projected,
                                           const DecodeGates& gates, const MixerBatch& batch, LayerState& state,
                                           Tensor* out) const {
   const int64_t t = projected[0].dim(0), h = dims.v_heads;
@@ -220,6 +222,12 @@ absl::Status DeltaStyleCore::FinishDecode(const Context& ctx, const kernels::Ten
                  .decay = decay ? &*decay : nullptr, .beta = &beta, .layout = batch.layout,
                  .state = &state.at("memory"), .out = &o};
   MCSERVE_RETURN_IF_ERROR(kernels::DeltaDecode(ctx, args));
+  if (memory.caches()) {  // o_on from DeltaDecode, then the checkpoints' read-out
+    const LinearRule rule({.rule = kernels::LinearMemoryRule::kGatedDelta, .q = &q, .k = &k, .v = &v,
+                           .decay = args.decay, .beta = &beta},
+                          "");
+    MCSERVE_RETURN_IF_ERROR(memory.RunAfterOnline(ctx, x, rule, batch, state, &o));
+  }
   fused_decode_steps.fetch_add(1, std::memory_order_relaxed);
   return output.RunProjected(ctx, output.gate_weight() != nullptr ? &projected.back() : nullptr, o, out);
 }

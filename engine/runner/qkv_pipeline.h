@@ -136,17 +136,20 @@ struct DeltaStyleCore {
                       kernels::Tensor* out) const;
 
   // The fused decode step (DeltaDecode) of a gated-delta mixer: whether it applies to this pass (the CPU,
-  // no Memory Caching on this layer, one token per sequence, a pipeline it takes).
+  // one token per sequence, a pipeline it takes, no Memory Caching on this layer or MC with constant
+  // segments, which then reads the checkpoints after DeltaDecode's online read-out).
   bool FusesDecode(const kernels::Context& ctx, const MixerBatch& batch, int64_t tokens) const;
   // Its projections: every projection of x [T, hidden] in one grouped GEMM, [T, n] rows each: q, k, v,
   // then `gates` in order, then g_proj's when gated.
   absl::StatusOr<kernels::TensorList> ProjectDecode(const kernels::Context& ctx, const kernels::Tensor& x,
                                                     std::span<const kernels::Tensor* const> gates) const;
   // The rest: β and the decay from `gates`, q, k and v convolved and normalised, and the gated delta
-  // rule in one DeltaDecode, then the output stage into out [T, hidden]. `projected` from ProjectDecode.
-  absl::Status FinishDecode(const kernels::Context& ctx, const kernels::TensorList& projected,
-                            const DecodeGates& gates, const MixerBatch& batch, LayerState& state,
-                            kernels::Tensor* out) const;
+  // rule in one DeltaDecode, Memory Caching's read-out of the checkpoints when the layer caches (x
+  // [T, hidden] for its u_proj gate), then the output stage into out [T, hidden]. `projected` from
+  // ProjectDecode.
+  absl::Status FinishDecode(const kernels::Context& ctx, const kernels::Tensor& x,
+                            const kernels::TensorList& projected, const DecodeGates& gates, const MixerBatch& batch,
+                            LayerState& state, kernels::Tensor* out) const;
 };
 
 // Tests: true turns DeltaStyleCore::FusesDecode off everywhere (the decode step's convs, norms and
