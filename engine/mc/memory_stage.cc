@@ -75,8 +75,11 @@ bool MemoryStage::SumsCheckpoints() const {
 absl::Status MemoryStage::Run(const Context& ctx, const Tensor& x, const MemoryRule& rule, const MixerBatch& batch,
                               LayerState& state, Tensor* o) const {
   if (!mc_) return rule.Run(ctx, RowRange(0, x.dim(0)), batch.layout, batch.positions, state, o);
-  McPass pass{.ctx = ctx, .rule = rule, .batch = batch, .state = state, .out = o};
-  MCSERVE_ASSIGN_OR_RETURN(auto qu, QueryAndGate(ctx, x, rule.query()));
+  return RunCaching({.ctx = ctx, .rule = rule, .batch = batch, .state = state, .out = o}, x);
+}
+
+absl::Status MemoryStage::RunCaching(McPass pass, const Tensor& x) const {
+  MCSERVE_ASSIGN_OR_RETURN(auto qu, QueryAndGate(pass.ctx, x, pass.rule.query()));
   pass.q = std::move(qu.first);
   pass.u = std::move(qu.second);
   if (mc_->segmentation == McSegmentation::kLogarithmic) return RunLogarithmic(pass);
@@ -95,11 +98,7 @@ absl::Status MemoryStage::RunAfterOnline(const Context& ctx, const Tensor& x, co
                                             "with constant segments only"));
   }
   if (!mc_) return absl::OkStatus();
-  McPass pass{.ctx = ctx, .rule = rule, .batch = batch, .state = state, .out = o, .online_done = true};
-  MCSERVE_ASSIGN_OR_RETURN(auto qu, QueryAndGate(ctx, x, rule.query()));
-  pass.q = std::move(qu.first);
-  pass.u = std::move(qu.second);
-  return RunConstant(pass);
+  return RunCaching({.ctx = ctx, .rule = rule, .batch = batch, .state = state, .out = o, .online_done = true}, x);
 }
 
 absl::StatusOr<std::pair<Tensor, Tensor>> MemoryStage::QueryAndGate(const Context& ctx, const Tensor& x,

@@ -86,6 +86,10 @@ class MemoryStage {
                                                                            const kernels::Tensor& x,
                                                                            const kernels::Tensor& q) const;
 
+  // A caching layer's pass (`pass` with its q and u unset; x [T, hidden] the layer input): the read-out
+  // query and gate, then the layer's segmentation.
+  absl::Status RunCaching(McPass pass, const kernels::Tensor& x) const;
+
   // Constant segmentation (constant_segments.cc): pools the open segments, cuts the batch into
   // pieces that end where segments close, runs each piece and closes its segments. With
   // pass.online_done, the batch must be one piece per sequence (a decode step).
