@@ -80,8 +80,6 @@ const char* DeviceName(Device d) {
 
 std::string ShapeString(const Shape& shape) { return absl::StrCat("[", absl::StrJoin(shape, ", "), "]"); }
 
-void* RawData(const Tensor& t) { return t.data_; }
-
 absl::StatusOr<Tensor> Tensor::Zeros(DType dtype, Shape shape, Device device) {
   return Allocate(dtype, std::move(shape), device, HostBlockCache::Fill::kZeros);
 }

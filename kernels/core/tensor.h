@@ -73,7 +73,7 @@ class Tensor {
   std::string DebugString() const;
 
  private:
-  friend void* RawData(const Tensor& t);
+  friend inline void* RawData(const Tensor& t);  // defined in tensor_data.h (kernels/ only)
   // Zeros and ForOverwrite: host blocks filled as `fill` says, device memory zeroed.
   static absl::StatusOr<Tensor> Allocate(DType dtype, Shape shape, Device device, HostBlockCache::Fill fill);
   std::shared_ptr<const void> owner_;  // keeps storage alive

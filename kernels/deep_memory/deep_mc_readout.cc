@@ -10,6 +10,7 @@
 #include "kernels/core/csr.h"
 #include "kernels/core/dispatch.h"
 #include "base/status_macros.h"
+#include "kernels/core/tensor_data.h"
 #include "kernels/core/validate.h"
 
 namespace mcserve::kernels {
