@@ -1,10 +1,11 @@
 // FakeModelRunner: a deterministic ModelRunner for engine tests. Each slot's logits depend only
-// on the tokens that slot has run (a hash of the history picks the arg-max token, every other logit
-// is lower), so a sequence's output does not depend on what else shares its batches. Every Step's
-// batch is recorded; Begin's results (cached prefix, RESOURCE_EXHAUSTED a number of times) and Step
-// failures are configurable. With Options::segment > 0 it has armt's segments: a content chunk must
-// fit in its slot's open segment and a full segment must be closed by a close chunk first (each
-// breach counts as a violation); closes do not change the logits. Thread-safe (one mutex) so tests may inspect it while the engine loop runs.
+// on the tokens that slot has run (FakeLogitRule, fake_logit_rule.h), so a sequence's output does
+// not depend on what else shares its batches. Every Step's batch is recorded; Begin's results
+// (cached prefix, RESOURCE_EXHAUSTED a number of times) and Step failures are configurable. With
+// Options::segment > 0 it has armt's segments: a content chunk must fit in its slot's open segment
+// and a full segment must be closed by a close chunk first (each breach counts as a violation);
+// closes do not change the logits. Thread-safe (one mutex) so tests may inspect it while the engine
+// loop runs.
 #pragma once
 
 #include <algorithm>
@@ -21,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "engine/serving/model_runner.h"
 #include "engine/serving/prompt_logprobs.h"
+#include "tests/unit/engine/fake_logit_rule.h"
 #include "tests/unit/engine/step_gate.h"
 
 namespace mcserve::engine::testing {
@@ -46,7 +48,8 @@ class FakeModelRunner : public ModelRunner {
     std::set<int32_t> never_pick;
   };
 
-  explicit FakeModelRunner(Options options) : options_(std::move(options)) {}
+  explicit FakeModelRunner(Options options)
+      : options_(options), rule_{.vocab = options.vocab, .never_pick = std::move(options.never_pick)} {}
 
   int num_slots() const override { return options_.num_slots; }
   int vocab_size() const override { return options_.vocab; }
@@ -120,8 +123,7 @@ class FakeModelRunner : public ModelRunner {
     for (const SequenceChunk& s : batch) {
       for (int32_t t : s.tokens) {
         if (poison_token_ >= 0 && t == poison_token_) {
-          ++failed_steps_;
-          // A failed step leaves the state undefined; the engine loop must end these sequences.
+            // A failed step leaves the state undefined; the engine loop must end these sequences.
           return absl::InternalError("fake: poisoned token in batch");
         }
       }
@@ -140,12 +142,12 @@ class FakeModelRunner : public ModelRunner {
         // The row after tokens[j] scores tokens[j + 1].
         h.push_back(batch[i].tokens[j]);
         std::vector<float> row(options_.vocab);
-        FillLogits(h, prompt_size, row);
+        rule_.Fill(h, prompt_size, row);
         out.prompt_logprobs[i].push_back(TokenLogProb(row, batch[i].tokens[j + 1]));
       }
       if (batch[i].all_logits) h.resize(h.size() - (batch[i].tokens.size() - 1));
       h.insert(h.end(), batch[i].tokens.begin(), batch[i].tokens.end());
-      FillLogits(h, prompt_size, std::span<float>(out.logits.data() + i * options_.vocab, options_.vocab));
+      rule_.Fill(h, prompt_size, std::span<float>(out.logits.data() + i * options_.vocab, options_.vocab));
       if (auto it = non_finite_.find(h.back()); it != non_finite_.end()) {
         out.logits[i * options_.vocab + it->second.first] = it->second.second;
       }
@@ -168,21 +170,15 @@ class FakeModelRunner : public ModelRunner {
   }
 
   // The arg-max token after `history` of a sequence with a `prompt_size`-token prompt (what a
-  // greedy sampler picks next). Call without holding mu_ only from tests (forced_ is read).
+  // greedy sampler picks next). Call without holding mu_ only from tests (the forced tokens are read).
   int32_t NextToken(std::span<const int32_t> history, int64_t prompt_size) const {
-    const int64_t generated = static_cast<int64_t>(history.size()) - prompt_size + 1;  // 1-based
-    if (auto it = forced_.find(generated); it != forced_.end() && generated >= 1) return it->second;
-    uint64_t h = 1469598103934665603ull;
-    for (int32_t t : history) h = (h ^ static_cast<uint32_t>(t)) * 1099511628211ull;
-    int32_t id = static_cast<int32_t>(h % options_.vocab);
-    while (options_.never_pick.count(id)) id = (id + 1) % options_.vocab;
-    return id;
+    return rule_.NextToken(history, prompt_size);
   }
 
   // The logits [vocab] the fake gives after `history` (what Step returns for that row).
   std::vector<float> LogitsAfter(std::span<const int32_t> history, int64_t prompt_size) const {
     std::vector<float> row(options_.vocab);
-    FillLogits(history, prompt_size, row);
+    rule_.Fill(history, prompt_size, row);
     return row;
   }
 
@@ -198,7 +194,7 @@ class FakeModelRunner : public ModelRunner {
   // The `k`-th generated token (1-based) of every sequence is `token` (e.g. EOS). Before running.
   void SetForcedToken(int64_t k, int32_t token) {
     std::lock_guard<std::mutex> lock(mu_);
-    forced_[k] = token;
+    rule_.forced[k] = token;
   }
   // Step number `n` (0-based) and every later one block until Resume() (StepGate).
   void PauseAtStep(int64_t n) { gate_.PauseAt(n); }
@@ -270,13 +266,8 @@ class FakeModelRunner : public ModelRunner {
     return run - options_.segment * (c == closed_.end() ? 0 : c->second);
   }
 
-  void FillLogits(std::span<const int32_t> history, int64_t prompt_size, std::span<float> out) const {
-    const int32_t best = NextToken(history, prompt_size);
-    for (size_t v = 0; v < out.size(); ++v) out[v] = -static_cast<float>((v * 7919 + history.size()) % 97) / 10.0f;
-    out[best] = 5.0f;  // a clear maximum
-  }
-
   Options options_;
+  FakeLogitRule rule_;  // the logits Step answers with (vocab and never_pick from options_)
   mutable std::mutex mu_;
   std::set<int> active_;
   std::map<int, std::vector<int32_t>> history_;
@@ -288,13 +279,11 @@ class FakeModelRunner : public ModelRunner {
   int exhausted_left_ = 0;
   int32_t poison_token_ = -1;
   int32_t fail_begin_token_ = -1;
-  std::map<int64_t, int32_t> forced_;
   std::map<int32_t, std::pair<int64_t, float>> non_finite_;  // SetNonFiniteLogit
   std::vector<std::vector<int32_t>> begun_;
   int decode_missing_ = 0;
   int violations_ = 0;
   int begin_calls_ = 0;
-  int failed_steps_ = 0;
 
   StepGate gate_;
 };
