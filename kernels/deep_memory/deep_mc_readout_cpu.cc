@@ -1,9 +1,10 @@
 // CPU DeepMcReadout. Work is split into fixed tasks of (head, block of kTokenBlock tokens), so the
 // result never depends on the thread count. A task first computes its tokens' gate weights (the
-// McReadout math: same scores, ties and softmax), then walks the pages; the tokens of the block that
-// read a page (found through a page → entries inverse of the CSR lists) are batched, and the page's
-// MLP runs over them as two sgemms (Z = c·Q·W2ᵀ, Y = c·σ(Z)·W1ᵀ); a page read by at most
-// kLoopMaxRows tokens of the block (decode) runs as GEMV loops instead.
+// McReadout math: same scores, ties and softmax; the scores by ScorePages, rounded as the CPU router
+// and McReadout round them), then walks the pages; the tokens of the block that read a page (found
+// through a page → entries inverse of the CSR lists) are batched, and the page's MLP runs over them
+// as two sgemms (Z = c·Q·W2ᵀ, Y = c·σ(Z)·W1ᵀ); a page read by at most kLoopMaxRows tokens of the
+// block (decode) runs as GEMV loops instead.
 //   kSum / kSoftmax / kTopKSoftmax: y = γ_on·o_on, then y += γ_i·(q + N(Y_i)) per page.
 //   kSoup: two passes over the pages — z* = γ_on·W2_on·q + Σ γ_i·Z_i, h* = σ(z*), then
 //   y* = γ_on·W1_on·h* + Σ γ_i·c_i·W1_i·h* (sgemm over the gathered h* rows), y = q + N(y*).
@@ -19,6 +20,7 @@
 #include "kernels/deep_memory/deep_mc_readout.h"
 #include "kernels/deep_memory/deep_memory_math.h"
 #include "kernels/mc_readout/mc_readout_math.h"
+#include "kernels/mc_readout/score_pages.h"
 
 namespace mcserve::kernels::internal {
 namespace {
@@ -65,9 +67,9 @@ void GateWeights(Problem& pr, int64_t h, int64_t t0, int64_t t1) {
       g_on = pr.online_weight;
     } else {
       const float* u = pr.u + row * pr.d;
-      for (int32_t i = 0; i < n; ++i) {
-        gamma[x0 + i] = math::Dot(u, pr.pooled[pr.token_pages[x0 + i]] + h * pr.d, pr.d);
-      }
+      // Rounded as McRoute's CPU router rounds them (ScorePages, no fused products), so that a list
+      // reduced to the router's selection keeps the same pages.
+      ScorePages(u, pr.pooled.data(), pr.token_pages + x0, n, h * pr.d, pr.d, gamma + x0);
       const float z_on = math::Dot(u, pr.online_pool + row * pr.d, pr.d);
       const int top_k = pr.combine == DeepMcCombine::kTopKSoftmax ? pr.top_k : 0;
       g_on = mc_readout_math::GateWeights(gamma + x0, n, z_on, top_k, pr.keep.data() + h * pr.e_entries + x0);

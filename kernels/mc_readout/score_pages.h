@@ -1,8 +1,9 @@
-// ScorePages, ScorePageHeads: the SSC router's and the softmax read-outs' page scores on the CPU,
-// ⟨u, pooled key⟩ for every page of a token's list, one head (several pages at a time) or every head
-// (several heads of a page at a time). Bit-identical to mc_readout_math::Dot per score as the tests
-// compile it (score_pages.cc fuses no product: a page scores the same wherever it sits in a list and
-// whichever function scores it, which SSC's router and read-out rely on; kernels/CMakeLists.txt).
+// ScorePages, ScorePageHeads: the SSC router's and the softmax read-outs' (McReadout's and
+// DeepMcReadout's) page scores on the CPU, ⟨u, pooled key⟩ for every page of a token's list, one head
+// (several pages at a time) or every head (several heads of a page at a time). Bit-identical to
+// mc_readout_math::Dot per score as the tests compile it (score_pages.cc fuses no product: a page
+// scores the same wherever it sits in a list and whichever function scores it, which SSC's router and
+// read-outs rely on; kernels/CMakeLists.txt).
 // Any thread.
 #pragma once
 

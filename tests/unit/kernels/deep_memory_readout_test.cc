@@ -2,8 +2,9 @@
 // two weight pairs, GRM, SSC with several k, Soup by activation mixing against materialised souped
 // weights), with and without the layer norm, page weight scales, decode and prefill sizes (GEMV loops
 // and sgemm), thread counts, aliasing; exact identities (SSC with top_k ≥ pages ≡ GRM, Residual keeps
-// every page's q skip, no pages ≡ the online memory); the post-training mean through
-// DeepMemoryAccumulate; and bad arguments named in the error.
+// every page's q skip, no pages ≡ the online memory); the pages McRoute selects on near ties (a list
+// reduced to them reads the same); the post-training mean through DeepMemoryAccumulate; and bad
+// arguments named in the error.
 #include "kernels/deep_memory/deep_mc_readout.h"
 
 #include <algorithm>
@@ -18,6 +19,7 @@
 #include "gtest/gtest.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/deep_memory/deep_memory.h"
+#include "kernels/mc_route/mc_route.h"
 #include "deep_case.h"
 #include "random_inputs.h"
 
@@ -307,6 +309,51 @@ TEST(DeepMcReadoutTest, TopKCoveringAllPagesIsGrm) {
   const std::vector<float> grm = RunOp(c, {.kind = DeepMcCombine::kSoftmax}, nullptr);
   for (int k : {4, 5, 100}) EXPECT_EQ(RunOp(c, {.kind = DeepMcCombine::kTopKSoftmax, .top_k = k}, nullptr), grm) << k;
   EXPECT_NE(RunOp(c, {.kind = DeepMcCombine::kTopKSoftmax, .top_k = 3}, nullptr), grm);
+}
+
+// The property SSC's host tier relies on (ssc_routed.cc): reading only the pages McRoute selected
+// changes nothing. Here on near ties: every page's pooled key is page 0's with each element one ulp
+// up or down at random, so the pages' scores differ by about their rounding, and a read-out that
+// rounded its scores otherwise than the router (a fused multiply-add in its dot products) would keep
+// other pages than the router selected (it does here: scored with std::fma, this data fails).
+TEST(DeepMcReadoutTest, ReadingTheRoutedPagesOnlyChangesNothingOnNearTies) {
+  Case c = RandomCase(/*t=*/64, /*h=*/2, /*d=*/16, /*num_pages=*/6, false, 53, /*density=*/1.0);
+  std::mt19937 rng(7);
+  std::bernoulli_distribution up(0.5);
+  for (size_t i = 1; i < c.pooled.size(); ++i) {
+    for (size_t j = 0; j < c.pooled[i].size(); ++j) {
+      const float x = c.pooled[0][j];
+      c.pooled[i][j] = std::nextafter(x, up(rng) ? INFINITY : -INFINITY);
+    }
+  }
+  for (auto& list : c.lists) std::sort(list.begin(), list.end());  // the engine lists pages in order
+  for (int top_k : {1, 2}) {
+    SCOPED_TRACE(testing::Message() << "top_k=" << top_k);
+    const Options o{.kind = DeepMcCombine::kTopKSoftmax, .top_k = top_k};
+    Inputs in(c, o);
+    std::vector<const Tensor*> keys;
+    for (const Tensor& key : in.pooled) keys.push_back(&key);
+    Tensor selected = *Tensor::Zeros(DType::kI32, {c.t, c.h, top_k}, Device::kCpu);
+    ASSERT_TRUE(McRoute(Context{Device::kCpu, nullptr}, {.top_k = top_k, .u = &in.u, .pooled_keys = keys,
+                                                         .token_page_offsets = &in.offsets,
+                                                         .token_pages = &in.token_pages, .selected = &selected})
+                    .ok());
+    const std::vector<int32_t> choice = *selected.ToHostI32();  // [T, H, top_k]
+    Case routed = c;
+    for (int64_t t = 0; t < c.t; ++t) {
+      std::vector<int32_t> kept;
+      for (int64_t x = 0; x < c.h * top_k; ++x) {
+        if (choice[t * c.h * top_k + x] >= 0) kept.push_back(choice[t * c.h * top_k + x]);
+      }
+      std::sort(kept.begin(), kept.end());
+      kept.erase(std::unique(kept.begin(), kept.end()), kept.end());
+      if (!c.lists[t].empty()) {
+        EXPECT_LT(kept.size(), c.lists[t].size());  // pages really were dropped
+      }
+      routed.lists[t] = kept;
+    }
+    EXPECT_EQ(RunOp(routed, o, nullptr), RunOp(c, o, nullptr));
+  }
 }
 
 // Residual (kSum, weights 1) with all-zero cached weights: each page contributes its own q skip plus
