@@ -123,7 +123,7 @@ class FakeModelRunner : public ModelRunner {
     for (const SequenceChunk& s : batch) {
       for (int32_t t : s.tokens) {
         if (poison_token_ >= 0 && t == poison_token_) {
-            // A failed step leaves the state undefined; the engine loop must end these sequences.
+          // A failed step leaves the state undefined; the engine loop must end these sequences.
           return absl::InternalError("fake: poisoned token in batch");
         }
       }

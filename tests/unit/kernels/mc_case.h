@@ -14,6 +14,7 @@
 #include "kernels/mc_readout/mc_readout.h"
 #include "kernels/mc_route/mc_route.h"
 #include "random_inputs.h"
+#include "route_selection.h"
 
 namespace mcserve::kernels {
 
@@ -115,14 +116,7 @@ inline RouteResult RunRoute(const Case& c, int top_k, Device dev, cpu::ThreadPoo
 // [T, Hs, top_k], −1 padded), in the original list order.
 inline Case ReduceToSelection(const Case& c, const std::vector<int32_t>& selected, int top_k) {
   Case reduced = c;
-  for (int64_t t = 0; t < c.t; ++t) {
-    const auto first = selected.begin() + t * c.hs * top_k, last = first + c.hs * top_k;
-    std::vector<int32_t> kept;
-    for (int32_t p : c.lists[t]) {
-      if (std::find(first, last, p) != last) kept.push_back(p);
-    }
-    reduced.lists[t] = kept;
-  }
+  reduced.lists = ReduceListsToSelection(c.lists, selected, c.hs, top_k);
   return reduced;
 }
 
